@@ -1,0 +1,80 @@
+// Package ctl is the control plane of sandfs: the registry of sandboxes,
+// their lifecycle state machines, their persisted records, and the ctl
+// message grammar. The file tree (package fs) presents it; ctl never
+// imports fs. The VMM plugs in through the Runtime interface.
+//
+// # What it owns
+//
+//   - The grammar (grammar.go, verbs.go, values.go): Parse turns one
+//     message into a Command through a verb Table. It is pure (no I/O,
+//     no state). GlobalVerbs is /ctl, SandboxVerbs is sandboxes/<id>/ctl
+//     and an open /clone. Each verb is documented once, in its table.
+//   - Errors (errors.go): one type, *Error{Errno, Text}; Errno(err) maps
+//     any error for the transports. Text is `verb: reason "input"`.
+//     EINVAL malformed/unknown/bad value, EBUSY wrong state (the text
+//     names the state needed), ENOENT no such sandbox, EEXIST name taken,
+//     E2BIG message too long, ENODEV no runtime configured, ENOTSUP not
+//     supported yet, EINTR/ETIMEDOUT the caller's context ended, EIO
+//     anything unexpected (logged at error level).
+//   - The Plane (plane.go) and its Sandboxes (sandbox.go): lifecycle,
+//     status lines, err texts, wait/notification.
+//   - Persistence (store.go): <stateDir>/sandboxes/<id>.json, one record
+//     per sandbox not in state new, written atomically (temp file, fsync,
+//     rename, fsync dir); <stateDir>/run/<id>/ is the runtime's private
+//     directory (Spec.Dir); <stateDir>/lock is flock'ed by the open Plane.
+//
+// # Lifecycle
+//
+// See State for the diagram and the transition table. A sandbox is made
+// either by `new` on /ctl (created and started in one write) or by opening
+// /clone (Plane.Clone: state new, configured by template/mem/cpus/world/
+// timeout writes, then `start`). Creation is asynchronous inside the Plane
+// (creating → running, or dead with the reason in err) but both `new` and
+// `start` writes wait for its outcome, so a script's write fails exactly
+// when the sandbox did not come up; if the writer's context ends first,
+// the write returns EINTR and creation goes on. `kill` waits until the
+// sandbox is dead. Dead sandboxes stay listed, with their err, until `rm
+// <id>` on /ctl removes the record. A sandbox in state new lives as long
+// as the /clone handle that reserved it (Release), or until kill/rm; it
+// is never persisted.
+//
+// # Invariants
+//
+//   - Bad input changes nothing: every message is parsed and validated
+//     completely before any state changes.
+//   - Every failed request leaves its text in the nearest err (the
+//     sandbox's Err, or the Plane's Err for /ctl and /clone) and in the
+//     log, because transports carry only the errno.
+//   - The record on disk is written before a state is reported, so a
+//     daemon killed at any point restarts with a state the sandbox really
+//     went through. A temp file from an interrupted write is ignored and
+//     removed at Open; the previous record survives.
+//   - Version grows on every state change; a sandbox's State only moves
+//     along the transition table.
+//
+// # Restart
+//
+// Open loads every record. Sandboxes recorded as creating, running, paused
+// or stopping are re-attached if the Runtime implements Reattacher and
+// succeeds, otherwise they are dead with err "daemon restarted". Corrupt
+// records are logged and skipped (never deleted; their ids stay taken).
+//
+// # Lock order
+//
+//	Sandbox.op → Plane.mu → Sandbox.mu
+//
+// Sandbox.op serializes the operations on one sandbox (configure, start,
+// pause, resume, kill, rm, timeouts) and is the only lock held while
+// calling the Runtime or a Machine. Plane.mu guards the registry (map,
+// order, last error, watchers). Sandbox.mu guards a sandbox's fields and
+// is held only briefly; Status, Err, State and Version take only it, so
+// reads never wait for a slow runtime call. Watch callbacks run with no
+// lock held.
+//
+// # Lifetimes
+//
+// A *Sandbox handle stays valid forever; after rm its State is removed
+// and its Ctl fails with ENOENT. Machines outlive Plane.Close (for
+// re-attach). Background goroutines (creation, the per-machine watcher,
+// timeout timers) end by Close.
+package ctl

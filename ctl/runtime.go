@@ -1,0 +1,73 @@
+package ctl
+
+import (
+	"context"
+	"time"
+)
+
+// Config is what a sandbox is made of, as given by `new` keys or by the
+// configure verbs on a clone handle. The zero value of a field means "not
+// given" (Defaults fills it), except for Timeout, where 0 means no timeout.
+type Config struct {
+	Template string        // template name, default "base"
+	MemBytes uint64        // guest RAM in bytes, default 256 MiB
+	CPUs     int           // vCPUs, default 1
+	World    string        // world attached at /workspace, "" for none
+	Timeout  time.Duration // kill after this long running; 0: never
+}
+
+// Spec is what the runtime needs to start one sandbox's machine.
+type Spec struct {
+	ID string // the sandbox id, [a-z0-9][a-z0-9-]{0,62}
+	Config
+	// Dir is the sandbox's private runtime directory,
+	// <stateDir>/run/<id>; it exists when Start or Reattach is called and
+	// is removed (with everything in it) when the sandbox record is
+	// removed. The runtime keeps whatever it needs to re-attach there.
+	Dir string
+}
+
+// Runtime starts machines. The VMM implements it (ctl/vmm.go); unit tests
+// use fakes. Methods may be called concurrently for different sandboxes.
+type Runtime interface {
+	// Start creates the sandbox's machine and returns it once it runs.
+	// ctx is cancelled if the sandbox is killed while creating or the
+	// Plane is closed; Start should then give up promptly. Errors that
+	// are *Error keep their errno (e.g. ENOENT for an unknown template);
+	// others are reported as EIO.
+	Start(ctx context.Context, s Spec) (Machine, error)
+}
+
+// Reattacher is optionally implemented by a Runtime that can find machines
+// which outlived a daemon restart (for example a VMM process whose socket
+// is in s.Dir). Open calls Reattach for each sandbox recorded as running,
+// paused or stopping; on error the sandbox is marked dead with reason
+// "daemon restarted" (and the error logged). Without Reattacher every such
+// sandbox comes back dead.
+type Reattacher interface {
+	Reattach(ctx context.Context, s Spec) (Machine, error)
+}
+
+// Machine is one running sandbox as the runtime sees it. Methods may be
+// called from several goroutines but the Plane never calls Pause, Resume
+// and Stop concurrently on one Machine.
+type Machine interface {
+	// Pause stops the vCPUs; the machine keeps its state.
+	Pause(ctx context.Context) error
+	// Resume restarts the vCPUs after Pause.
+	Resume(ctx context.Context) error
+	// Stop ends the machine (from running or paused); Done is closed
+	// once it has ended. Stop after the end is a no-op.
+	Stop(ctx context.Context) error
+	// Done is closed when the machine has ended, for any reason.
+	Done() <-chan struct{}
+	// Err says why the machine ended, after Done is closed: nil after
+	// Stop, the failure otherwise (its text becomes the sandbox's err).
+	Err() error
+}
+
+// Pider is optionally implemented by a Machine backed by a process (the
+// per-sandbox VMM); its pid is shown in status.
+type Pider interface {
+	Pid() int
+}

@@ -1,0 +1,184 @@
+package ctl
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Bounds and defaults of sandbox settings.
+const (
+	DefaultTemplate        = "base"
+	DefaultMem      uint64 = 256 << 20
+	DefaultCPUs            = 1
+
+	MinMem  uint64 = 64 << 20 // smallest guest RAM
+	MaxMem  uint64 = 64 << 30 // largest guest RAM
+	MemUnit uint64 = 1 << 20  // guest RAM is a whole number of MiB
+	MaxCPUs        = 32       // most vCPUs per sandbox
+
+	MaxTimeout = 30 * 24 * time.Hour // longest timeout (0 means none)
+)
+
+// ValidName reports whether s is a valid sandbox, template or world name:
+// [a-z0-9][a-z0-9-]{0,62}.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ParseSize parses a memory size: a decimal number of bytes with an
+// optional binary suffix K, M, G or T (case-insensitive, 1K = 1024),
+// e.g. 256M, 1G, 1536m.
+func ParseSize(s string) (uint64, bool) {
+	mult := uint64(1)
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k', 'K':
+			mult = 1 << 10
+		case 'm', 'M':
+			mult = 1 << 20
+		case 'g', 'G':
+			mult = 1 << 30
+		case 't', 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	if s == "" || s[0] < '0' || s[0] > '9' { // no sign, no empty number
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > (1<<64-1)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+// FormatSize formats n with the largest binary suffix that divides it
+// exactly: 256M, 1G, 1536M, 4097K. ParseSize(FormatSize(n)) == n.
+func FormatSize(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		size   uint64
+	}{{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatUint(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// ParseTimeout parses a timeout: a Go duration (90s, 5m, 1h30m) or a whole
+// number of seconds (300); 0 means none.
+func ParseTimeout(s string) (time.Duration, bool) {
+	if s == "" || s[0] == '-' || s[0] == '+' {
+		return 0, false
+	}
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, true
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, false
+	}
+	return d, true
+}
+
+// checkName validates a name argument of verb.
+func checkName(verb, what, s string) error {
+	if !ValidName(s) {
+		return Errorf(syscall.EINVAL, "%s: invalid %s name %s (want [a-z0-9][a-z0-9-]{0,62})", verb, what, quote(s))
+	}
+	return nil
+}
+
+func checkMem(verb, s string) (uint64, error) {
+	n, ok := ParseSize(s)
+	if !ok {
+		return 0, Errorf(syscall.EINVAL, "%s: invalid size %s (want e.g. 256M or 1G)", verb, quote(s))
+	}
+	if n < MinMem || n > MaxMem {
+		return 0, Errorf(syscall.EINVAL, "%s: size out of range %s (want %s..%s)", verb, quote(s), FormatSize(MinMem), FormatSize(MaxMem))
+	}
+	if n%MemUnit != 0 {
+		return 0, Errorf(syscall.EINVAL, "%s: size not a whole number of MiB %s", verb, quote(s))
+	}
+	return n, nil
+}
+
+func checkCPUs(verb, s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || s[0] == '+' || s[0] == '-' {
+		return 0, Errorf(syscall.EINVAL, "%s: invalid count %s (want 1..%d)", verb, quote(s), MaxCPUs)
+	}
+	if n < 1 || n > MaxCPUs {
+		return 0, Errorf(syscall.EINVAL, "%s: count out of range %s (want 1..%d)", verb, quote(s), MaxCPUs)
+	}
+	return n, nil
+}
+
+func checkTimeout(verb, s string) (time.Duration, error) {
+	d, ok := ParseTimeout(s)
+	if !ok {
+		return 0, Errorf(syscall.EINVAL, "%s: invalid duration %s (want e.g. 300, 90s, 5m, 1h; 0 for none)", verb, quote(s))
+	}
+	if d > MaxTimeout || (d != 0 && d < time.Second) {
+		return 0, Errorf(syscall.EINVAL, "%s: duration out of range %s (want 0 or 1s..%s)", verb, quote(s), MaxTimeout)
+	}
+	return d, nil
+}
+
+// Defaults returns c with unset fields (zero Template, MemBytes, CPUs) set
+// to the defaults.
+func (c Config) Defaults() Config {
+	if c.Template == "" {
+		c.Template = DefaultTemplate
+	}
+	if c.MemBytes == 0 {
+		c.MemBytes = DefaultMem
+	}
+	if c.CPUs == 0 {
+		c.CPUs = DefaultCPUs
+	}
+	return c
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// formatTimeout is the status form of a timeout: 0 or a Go duration.
+func formatTimeout(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String() // e.g. 1h30m0s
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

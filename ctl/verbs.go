@@ -1,0 +1,185 @@
+package ctl
+
+// This file is the reference for every ctl verb: one table per file that
+// accepts messages, one entry per verb, documented in man-page style
+// (usage, effect, required state, errors). Errors common to all verbs
+// (E2BIG, EINVAL for malformed messages) are described at Parse.
+
+// GlobalVerbs are the verbs of /ctl.
+var GlobalVerbs = Table{
+	{
+		Name:  "new",
+		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur]",
+		Min:   0, Max: 1,
+		Keys: []string{"template", "mem", "cpus", "world", "timeout"},
+		Doc: `Creates and starts a sandbox called name ([a-z0-9][a-z0-9-]{0,62};
+without one, a short random id is chosen). Defaults: template=base
+mem=256M cpus=1, no world, timeout=0 (none). mem is a size with an
+optional K/M/G/T suffix (64M..64G, whole MiB); cpus is 1..32; timeout is
+a duration (300, 90s, 5m, 1h) after which the sandbox is killed.
+The write returns once the sandbox is running (reading the same open
+/ctl then gives its id), or fails with the creation error, which is
+also left in /err; a sandbox whose machine failed to start stays listed
+as dead with the reason in its err file.
+Errors: EEXIST a sandbox called name exists; ENODEV no VMM runtime is
+configured (nothing is created); ENOENT unknown template or world (from
+the runtime); EIO the runtime failed.`,
+		check: checkNew,
+	},
+	{
+		Name:  "kill",
+		Usage: "kill <id>",
+		Min:   1, Max: 1,
+		Doc: `Same as writing kill to sandboxes/<id>/ctl.
+Errors: ENOENT no such sandbox; otherwise as the sandbox's kill.`,
+		check: checkID,
+	},
+	{
+		Name:  "rm",
+		Usage: "rm <id>",
+		Min:   1, Max: 1,
+		Doc: `Removes the record of a dead sandbox: it disappears from /sandboxes,
+its state file and runtime directory are deleted, and readers blocked on
+its wait return. A sandbox still in state new (reserved by an open
+/clone) is removed too.
+Required state: dead or new.
+Errors: ENOENT no such sandbox; EBUSY the sandbox is not dead (kill it
+first).`,
+		check: checkID,
+	},
+}
+
+// SandboxVerbs are the verbs of /sandboxes/<id>/ctl and of an open /clone.
+var SandboxVerbs = Table{
+	{
+		Name:  "template",
+		Usage: "template <name>",
+		Min:   1, Max: 1,
+		Doc: `Sets the template the sandbox will start from.
+Required state: new (a sandbox reserved by opening /clone).
+Errors: EBUSY not in state new.`,
+		check: checkConfig,
+	},
+	{
+		Name:  "mem",
+		Usage: "mem <size>",
+		Min:   1, Max: 1,
+		Doc: `Sets guest RAM: a size with an optional K/M/G/T suffix, 64M..64G,
+whole MiB (256M, 1G).
+Required state: new.
+Errors: EINVAL bad size; EBUSY not in state new.`,
+		check: checkConfig,
+	},
+	{
+		Name:  "cpus",
+		Usage: "cpus <n>",
+		Min:   1, Max: 1,
+		Doc: `Sets the number of vCPUs, 1..32.
+Required state: new.
+Errors: EINVAL bad count; EBUSY not in state new.`,
+		check: checkConfig,
+	},
+	{
+		Name:  "world",
+		Usage: "world <name>",
+		Min:   1, Max: 1,
+		Doc: `Attaches world name at /workspace when the sandbox starts.
+Required state: new.
+Errors: EBUSY not in state new.`,
+		check: checkConfig,
+	},
+	{
+		Name:  "start",
+		Usage: "start",
+		Min:   0, Max: 0,
+		Doc: `Creates and starts the configured sandbox. The write returns once the
+sandbox is running, or fails with the creation error (also in err); if
+the machine failed to start the sandbox is dead with the reason in err.
+Required state: new.
+Errors: EBUSY not in state new; ENODEV no VMM runtime is configured
+(the sandbox stays new and can be retried or removed); ENOENT unknown
+template or world; EIO the runtime failed.`,
+	},
+	{
+		Name:  "pause",
+		Usage: "pause",
+		Min:   0, Max: 0,
+		Doc: `Stops the sandbox's vCPUs, keeping its state.
+Required state: running.
+Errors: EBUSY not running; EIO the runtime failed (state unchanged).`,
+	},
+	{
+		Name:  "resume",
+		Usage: "resume",
+		Min:   0, Max: 0,
+		Doc: `Restarts a paused sandbox.
+Required state: paused.
+Errors: EBUSY not paused; EIO the runtime failed (state unchanged).`,
+	},
+	{
+		Name:  "timeout",
+		Usage: "timeout <dur>",
+		Min:   1, Max: 1,
+		Doc: `Sets the timeout: a duration (300, 90s, 5m, 1h) or 0 for none.
+In state new it counts from start; when running or paused it counts
+from now (it replaces the deadline). At the deadline the sandbox is
+killed and its err says "timeout".
+Required state: new, creating, running or paused.
+Errors: EINVAL bad duration; EBUSY stopping or dead.`,
+		check: checkConfig,
+	},
+	{
+		Name:  "kill",
+		Usage: "kill",
+		Min:   0, Max: 0,
+		Doc: `Stops the sandbox's machine; the write returns once it is dead. The
+record stays listed (state dead) until rm on /ctl. Killing a sandbox in
+state new removes it; killing a dead sandbox does nothing.
+Required state: any.
+Errors: EIO the runtime failed to stop the machine.`,
+	},
+}
+
+func checkID(c *Command) error {
+	c.ID = c.Args[0]
+	return checkName(c.Verb, "sandbox", c.ID)
+}
+
+func checkNew(c *Command) error {
+	if len(c.Args) == 1 {
+		if err := checkID(c); err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(c.Keys) {
+		if err := setConfig(&c.Config, c.Verb, k, c.Keys[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkConfig handles the one-setting verbs, named like the new keys.
+func checkConfig(c *Command) error {
+	return setConfig(&c.Config, c.Verb, c.Verb, c.Args[0])
+}
+
+// setConfig validates value for setting key and stores it in cfg.
+func setConfig(cfg *Config, verb, key, value string) error {
+	var err error
+	switch key {
+	case "template":
+		err = checkName(verb, "template", value)
+		cfg.Template = value
+	case "world":
+		err = checkName(verb, "world", value)
+		cfg.World = value
+	case "mem":
+		cfg.MemBytes, err = checkMem(verb, value)
+	case "cpus":
+		cfg.CPUs, err = checkCPUs(verb, value)
+	case "timeout":
+		cfg.Timeout, err = checkTimeout(verb, value)
+	}
+	return err
+}
