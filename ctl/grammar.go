@@ -127,7 +127,7 @@ func Parse(msg []byte, t Table) (Command, error) {
 }
 
 // tokenize splits s into words at blanks, removing single quotes by rc(1)
-// rules. A quoted empty string ('') is an empty word.
+// rules. A quoted empty string (”) is an empty word.
 func tokenize(s string) ([]string, error) {
 	var (
 		words  []string

@@ -3,16 +3,16 @@ package ctl
 // State is a sandbox's lifecycle state. Its string form is what status,
 // wait and the ctl read show, and what the state file records.
 //
-//	           start            machine up
-//	  new ──────────▶ creating ──────────▶ running ◀──┐
-//	   │                 │  │               │  │  resume│ pause
-//	   │ kill/rm/         │  │ start failed  │  └──▶ paused
-//	   │ release          │  ▼               │ kill    │ kill
-//	   ▼                  │ dead ◀───────────┼─────────┤ machine ended
-//	 removed              │ kill             ▼         │ (err: why)
-//	   ▲                  └──────────▶ stopping ◀──────┘
-//	   │ rm                                 │ machine ended
-//	   └──────────────── dead ◀─────────────┘
+//	          start            machine up
+//	 new ──────────▶ creating ──────────▶ running ◀──┐
+//	  │                 │  │               │  │  resume│ pause
+//	  │ kill/rm/         │  │ start failed  │  └──▶ paused
+//	  │ release          │  ▼               │ kill    │ kill
+//	  ▼                  │ dead ◀───────────┼─────────┤ machine ended
+//	removed              │ kill             ▼         │ (err: why)
+//	  ▲                  └──────────▶ stopping ◀──────┘
+//	  │ rm                                 │ machine ended
+//	  └──────────────── dead ◀─────────────┘
 //
 // removed is not a lifecycle state on disk: it is what a *Sandbox handle
 // reports once its record is gone.
