@@ -1,18 +1,39 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
+	"errors"
+	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // Plane is the control plane: the registry of sandboxes, their state
 // machines and their persisted records under one state directory. All
 // methods are safe for concurrent use.
 type Plane struct {
-	dir string
-	rt  Runtime
+	st  *store
+	rt  Runtime // may be nil
 	log *slog.Logger
+
+	// ctx lives until Close; creation and watcher goroutines use it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // creation and machine-watcher goroutines
+
+	// mu protects the following fields.
+	mu       sync.Mutex
+	boxes    map[string]*Sandbox // every sandbox not removed
+	taken    map[string]bool     // ids of corrupt records: never reused
+	lastErr  string              // text of /err
+	watchers map[int]func(id string)
+	nextW    int
+	closed   bool
 }
 
 // Open opens (creating if needed) the state directory dir, takes its lock
@@ -24,45 +45,281 @@ type Plane struct {
 // taken). rt may be nil: everything works except creating sandboxes,
 // which fails with ENODEV. log may be nil (discard).
 func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
-	return nil, Errorf(syscall.ENOTSUP, "open: not implemented yet")
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	st, err := openStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	recs, bad, err := st.load(log)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Plane{
+		st: st, rt: rt, log: log, ctx: ctx, cancel: cancel,
+		boxes:    map[string]*Sandbox{},
+		taken:    map[string]bool{},
+		watchers: map[int]func(string){},
+	}
+	for _, id := range bad {
+		p.taken[id] = true
+	}
+	for _, r := range recs {
+		s := newSandbox(p, r.ID, r.config(), r.Created)
+		s.state, s.deadline, s.err = r.State, r.Deadline, r.Err
+		p.boxes[r.ID] = s
+	}
+	for _, s := range p.Sandboxes() {
+		s.restore()
+	}
+	return p, nil
 }
 
 // Close stops timers and background work and releases the state directory
 // lock. Machines are not stopped: a later Open may re-attach them.
-// Sandbox handles stay readable; their ctl writes fail.
-func (p *Plane) Close() error { return nil }
+// Sandbox handles stay readable; their ctl writes fail with EIO.
+func (p *Plane) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	boxes := p.sortedLocked()
+	p.mu.Unlock()
+	p.cancel()
+	for _, s := range boxes {
+		// Barrier: an operation in progress finishes before the lock
+		// is released; later ones see closed and write nothing.
+		s.op.Lock()
+		s.mu.Lock()
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.mu.Unlock()
+		s.op.Unlock()
+	}
+	p.wg.Wait()
+	return p.st.close()
+}
+
+func (p *Plane) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+var errClosed = Errorf(syscall.EIO, "ctl: control plane closed")
 
 // Ctl executes one message written to /ctl (GlobalVerbs). reply is what a
 // read of the same open file should return next (for new: the id and a
 // newline), "" for verbs with nothing to say. A failure's text becomes
 // the plane's Err and is logged.
 func (p *Plane) Ctl(ctx context.Context, msg []byte) (reply string, err error) {
-	return "", Errorf(syscall.ENOTSUP, "ctl: not implemented yet")
+	reply, err = p.ctl(ctx, msg)
+	if err != nil {
+		p.fail("", msg, err)
+	}
+	return reply, err
+}
+
+func (p *Plane) ctl(ctx context.Context, msg []byte) (string, error) {
+	c, err := Parse(msg, GlobalVerbs)
+	if err != nil {
+		return "", err
+	}
+	if p.isClosed() {
+		return "", errClosed
+	}
+	switch c.Verb {
+	case "new":
+		s, err := p.create(c.ID, c.Config, c.Verb)
+		if err != nil {
+			return "", err
+		}
+		if err := s.start(ctx, c.Verb, true); err != nil {
+			return "", err
+		}
+		return s.id + "\n", nil
+	case "kill":
+		s, err := p.lookup(c.Verb, c.ID)
+		if err != nil {
+			return "", err
+		}
+		return "", s.kill(ctx, c.Verb)
+	case "rm":
+		s, err := p.lookup(c.Verb, c.ID)
+		if err != nil {
+			return "", err
+		}
+		return "", s.remove(c.Verb)
+	}
+	return "", Errorf(syscall.EIO, "%s: verb not implemented", c.Verb)
+}
+
+// fail records a failed request's text (in the plane's err, or s's) and
+// logs it: unexpected errors (EIO) at error level, the rest at info.
+func (p *Plane) fail(id string, msg []byte, err error) {
+	text := err.Error()
+	errno := Errno(err)
+	level := slog.LevelInfo
+	if errno == syscall.EIO {
+		level = slog.LevelError
+	}
+	p.log.Log(context.Background(), level, "ctl request failed", "sandbox", id, "msg", string(msg[:min(len(msg), quoteMax)]), "errno", errno.Error(), "err", text)
+	if id == "" {
+		p.mu.Lock()
+		p.lastErr = text
+		p.mu.Unlock()
+	}
 }
 
 // Err returns the text of the last failed request on /ctl or /clone, ""
 // if none (the content of /err, without newline).
-func (p *Plane) Err() string { return "" }
+func (p *Plane) Err() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
 
 // Clone reserves a new sandbox in state new, with a generated id and the
 // default config, for an open of /clone. The handle's writes go to the
 // sandbox's Ctl (configure verbs, then start); call Release when the
 // handle is closed. A failure's text becomes the plane's Err.
 func (p *Plane) Clone(ctx context.Context) (*Sandbox, error) {
-	return nil, Errorf(syscall.ENOTSUP, "clone: not implemented yet")
+	s, err := p.create("", Config{}, "clone")
+	if err != nil {
+		p.fail("", []byte("clone"), err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// create registers a sandbox in state new, called id or a generated id.
+// verb names the request in error texts.
+func (p *Plane) create(id string, cfg Config, verb string) (*Sandbox, error) {
+	if p.rt == nil {
+		// Refuse before anything exists: a sandbox that can never
+		// start is not worth reserving.
+		return nil, Errorf(syscall.ENODEV, "%s: no VMM runtime configured: sandboxes cannot be created by this daemon", verb)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errClosed
+	}
+	if id == "" {
+		for id == "" || p.boxes[id] != nil || p.taken[id] {
+			id = newID()
+		}
+	} else if p.boxes[id] != nil || p.taken[id] {
+		p.mu.Unlock()
+		return nil, Errorf(syscall.EEXIST, "%s: sandbox exists %s", verb, quote(id))
+	}
+	s := newSandbox(p, id, cfg, time.Now())
+	p.boxes[id] = s
+	p.mu.Unlock()
+	p.notify(id)
+	return s, nil
+}
+
+// idAlphabet gives ids that are valid names and easy to type.
+const idAlphabet = "abcdefghijkmnopqrstuvwxyz23456789"
+
+// newID returns a short random id, 8 characters of idAlphabet.
+func newID() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails (crypto/rand)
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return string(b)
 }
 
 // Sandboxes returns the listed sandboxes (every state but removed) in a
 // stable order: by creation time, then id.
-func (p *Plane) Sandboxes() []*Sandbox { return nil }
+func (p *Plane) Sandboxes() []*Sandbox {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sortedLocked()
+}
+
+func (p *Plane) sortedLocked() []*Sandbox {
+	out := make([]*Sandbox, 0, len(p.boxes))
+	for _, s := range p.boxes {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *Sandbox) int {
+		if c := a.created.Compare(b.created); c != 0 { // immutable
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	return out
+}
 
 // Lookup returns the sandbox with id, or an ENOENT *Error.
 func (p *Plane) Lookup(id string) (*Sandbox, error) {
-	return nil, Errorf(syscall.ENOENT, "lookup: no sandbox %s", quote(id))
+	return p.lookup("lookup", id)
+}
+
+func (p *Plane) lookup(verb, id string) (*Sandbox, error) {
+	p.mu.Lock()
+	s := p.boxes[id]
+	p.mu.Unlock()
+	if s == nil {
+		return nil, Errorf(syscall.ENOENT, "%s: no sandbox %s", verb, quote(id))
+	}
+	return s, nil
+}
+
+// unregister drops s from the registry (after rm).
+func (p *Plane) unregister(s *Sandbox) {
+	p.mu.Lock()
+	if p.boxes[s.id] == s {
+		delete(p.boxes, s.id)
+	}
+	p.mu.Unlock()
 }
 
 // Watch registers fn to be called after every change of the sandbox list
 // or of a sandbox's state (id is the sandbox concerned). fn is called
 // without any ctl lock held, from the goroutine that made the change; it
 // must not block for long. stop unregisters fn.
-func (p *Plane) Watch(fn func(id string)) (stop func()) { return func() {} }
+func (p *Plane) Watch(fn func(id string)) (stop func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.nextW
+	p.nextW++
+	p.watchers[n] = fn
+	return func() {
+		p.mu.Lock()
+		delete(p.watchers, n)
+		p.mu.Unlock()
+	}
+}
+
+// notify calls the watchers; no lock may be held.
+func (p *Plane) notify(id string) {
+	p.mu.Lock()
+	fns := make([]func(string), 0, len(p.watchers))
+	for _, fn := range p.watchers {
+		fns = append(fns, fn)
+	}
+	p.mu.Unlock()
+	for _, fn := range fns {
+		fn(id)
+	}
+}
+
+// errText is the text a runtime error leaves in err.
+func errText(err error) string {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce.Text
+	}
+	return err.Error()
+}

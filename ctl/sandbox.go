@@ -2,31 +2,61 @@ package ctl
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // Sandbox is one sandbox's control handle. It stays valid after the
 // sandbox is removed (State then reports removed, Ctl fails with ENOENT).
 // All methods are safe for concurrent use.
 type Sandbox struct {
-	p  *Plane
-	id string
+	p       *Plane
+	id      string
+	created time.Time // immutable
+
+	// op serializes operations (configure, start, pause, resume, kill,
+	// rm, timeout expiry, machine end) and is held across Runtime and
+	// Machine calls and record writes. Lock order: op → Plane.mu → mu.
+	op sync.Mutex
+
+	// mu protects the following fields; held only briefly. They change
+	// only with op held too, so op holders may read them without mu.
+	mu       sync.Mutex
+	state    State
+	cfg      Config // as given; Defaults applied at start
+	deadline time.Time
+	err      string             // last failure text or death reason
+	version  uint64             // grows on every state change
+	changed  chan struct{}      // closed and replaced on every state change
+	m        Machine            // non-nil while running, paused, stopping
+	timer    *time.Timer        // fires at deadline
+	cancel   context.CancelFunc // cancels Runtime.Start while creating
+	startErr error              // why the last start failed
+	stopWhy  string             // err text for the coming death (timeout), "" for kill
+}
+
+func newSandbox(p *Plane, id string, cfg Config, created time.Time) *Sandbox {
+	return &Sandbox{p: p, id: id, created: created, state: StateNew, cfg: cfg, changed: make(chan struct{})}
 }
 
 // ID returns the sandbox's id.
 func (s *Sandbox) ID() string { return s.id }
 
 // State returns the current lifecycle state.
-func (s *Sandbox) State() State { return StateRemoved }
+func (s *Sandbox) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
 
 // Config returns the sandbox's settings (defaults filled in).
-func (s *Sandbox) Config() Config { return Config{}.Defaults() }
-
-// Ctl executes one message written to sandboxes/<id>/ctl or to an open
-// /clone (SandboxVerbs). A failure's text becomes the sandbox's Err and is
-// logged.
-func (s *Sandbox) Ctl(ctx context.Context, msg []byte) error {
-	return Errorf(syscall.ENOTSUP, "ctl: not implemented yet")
+func (s *Sandbox) Config() Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Defaults()
 }
 
 // Status returns the status line, without newline. Fields, in this fixed
@@ -35,23 +65,69 @@ func (s *Sandbox) Ctl(ctx context.Context, msg []byte) error {
 //	id state template=<name> mem=<size> cpus=<n> world=<name|-> created=<unix> timeout=<dur|0> deadline=<unix|0> pid=<pid|0>
 //
 // e.g. "t1 running template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242".
-func (s *Sandbox) Status() string { return "" }
+// timeout is the configured duration; deadline is when it will kill the
+// sandbox (0 when none or not running).
+func (s *Sandbox) Status() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statusLocked()
+}
+
+func (s *Sandbox) statusLocked() string {
+	c := s.cfg.Defaults()
+	world := c.World
+	if world == "" {
+		world = "-"
+	}
+	var deadline int64
+	if !s.deadline.IsZero() {
+		deadline = s.deadline.Unix()
+	}
+	pid := 0
+	if pm, ok := s.m.(Pider); ok {
+		pid = pm.Pid()
+	}
+	return fmt.Sprintf("%s %s template=%s mem=%s cpus=%d world=%s created=%d timeout=%s deadline=%d pid=%d",
+		s.id, s.state, c.Template, FormatSize(c.MemBytes), c.CPUs, world, s.created.Unix(), formatTimeout(c.Timeout), deadline, pid)
+}
 
 // Err returns the text of the last failed request on this sandbox, or the
 // reason it died, "" if none (the content of its err file, no newline).
-func (s *Sandbox) Err() string { return "" }
+func (s *Sandbox) Err() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
 
 // Version returns a counter that grows by at least one on every state
 // change. A wait file captures it at open and calls WaitFrom with it, so
 // the reader sees the next change after its open.
-func (s *Sandbox) Version() uint64 { return 0 }
+func (s *Sandbox) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
 
 // WaitFrom blocks until the state has changed since version v (that is,
 // Version() > v) or the sandbox has ended (dead or removed: a wait on
 // an ended sandbox returns at once), then returns the status line. It
 // returns ctx.Err() if ctx ends first.
 func (s *Sandbox) WaitFrom(ctx context.Context, v uint64) (string, error) {
-	return "", Errorf(syscall.ENOTSUP, "wait: not implemented yet")
+	for {
+		s.mu.Lock()
+		if s.version > v || s.state.Ended() {
+			line := s.statusLocked()
+			s.mu.Unlock()
+			return line, nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 }
 
 // Wait is WaitFrom(ctx, s.Version()): it waits for the next change.
@@ -62,4 +138,486 @@ func (s *Sandbox) Wait(ctx context.Context) (string, error) {
 // Release is called when the /clone handle that reserved the sandbox is
 // closed: a sandbox still in state new is removed (never started); any
 // other state is left alone (a started sandbox lives until kill and rm).
-func (s *Sandbox) Release() {}
+func (s *Sandbox) Release() {
+	s.op.Lock()
+	if s.state == StateNew {
+		s.dropLocked()
+	}
+	s.op.Unlock()
+	s.p.notify(s.id)
+}
+
+// Ctl executes one message written to sandboxes/<id>/ctl or to an open
+// /clone (SandboxVerbs). A failure's text becomes the sandbox's Err and is
+// logged.
+func (s *Sandbox) Ctl(ctx context.Context, msg []byte) error {
+	err := s.ctl(ctx, msg)
+	if err != nil {
+		s.mu.Lock()
+		s.err = err.Error()
+		s.mu.Unlock()
+		s.p.fail(s.id, msg, err)
+	}
+	return err
+}
+
+func (s *Sandbox) ctl(ctx context.Context, msg []byte) error {
+	c, err := Parse(msg, SandboxVerbs)
+	if err != nil {
+		return err
+	}
+	if s.p.isClosed() {
+		return errClosed
+	}
+	switch c.Verb {
+	case "template", "mem", "cpus", "world":
+		return s.configure(c)
+	case "timeout":
+		return s.setTimeout(c)
+	case "start":
+		return s.start(ctx, c.Verb, false)
+	case "pause":
+		return s.pauseResume(ctx, c.Verb, StateRunning, StatePaused, Machine.Pause)
+	case "resume":
+		return s.pauseResume(ctx, c.Verb, StatePaused, StateRunning, Machine.Resume)
+	case "kill":
+		return s.kill(ctx, c.Verb)
+	}
+	return Errorf(syscall.EIO, "%s: verb not implemented", c.Verb)
+}
+
+// busy is the error for a verb refused in the current state.
+func (s *Sandbox) busy(verb string, need string) error {
+	if s.state == StateRemoved {
+		return Errorf(syscall.ENOENT, "%s: no sandbox %s (removed)", verb, quote(s.id))
+	}
+	return Errorf(syscall.EBUSY, "%s: sandbox %s is %s; need %s", verb, quote(s.id), s.state, need)
+}
+
+// setState moves to state to, bumping the version and waking waiters.
+// Called with op held; takes mu. Callers notify watchers after releasing
+// op. A transition the table forbids is a bug: it is logged and done.
+func (s *Sandbox) setState(to State, mut func()) {
+	s.mu.Lock()
+	if !CanGo(s.state, to) {
+		s.p.log.Error("ctl: illegal state transition", "sandbox", s.id, "from", s.state, "to", to)
+	}
+	s.state = to
+	if mut != nil {
+		mut()
+	}
+	s.version++
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// recordLocked returns the record for s in state st. op held.
+func (s *Sandbox) recordLocked(st State) record {
+	c := s.cfg.Defaults()
+	return record{ID: s.id, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
+		World: c.World, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err}
+}
+
+// persist writes the record of s as it will be in state st. op held.
+// After Close nothing is written (the next Open sees the last record).
+func (s *Sandbox) persist(verb string, st State, mut func(r *record)) error {
+	if s.p.isClosed() {
+		return errClosed
+	}
+	r := s.recordLocked(st)
+	if mut != nil {
+		mut(&r)
+	}
+	if err := s.p.st.write(r); err != nil {
+		return Errorf(syscall.EIO, "%s: saving state of %s: %v", verb, quote(s.id), err)
+	}
+	return nil
+}
+
+func (s *Sandbox) configure(c Command) error {
+	s.op.Lock()
+	defer s.op.Unlock()
+	if s.state != StateNew {
+		return s.busy(c.Verb, "new (configure before start)")
+	}
+	s.mu.Lock()
+	switch c.Verb {
+	case "template":
+		s.cfg.Template = c.Config.Template
+	case "mem":
+		s.cfg.MemBytes = c.Config.MemBytes
+	case "cpus":
+		s.cfg.CPUs = c.Config.CPUs
+	case "world":
+		s.cfg.World = c.Config.World
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Sandbox) setTimeout(c Command) error {
+	s.op.Lock()
+	defer s.op.Unlock()
+	d := c.Config.Timeout
+	switch s.state {
+	case StateNew, StateCreating:
+		s.mu.Lock()
+		s.cfg.Timeout = d
+		s.mu.Unlock()
+		if s.state == StateCreating {
+			return s.persist(c.Verb, s.state, nil)
+		}
+		return nil
+	case StateRunning, StatePaused:
+		var deadline time.Time
+		if d != 0 {
+			deadline = time.Now().Add(d)
+		}
+		if err := s.persist(c.Verb, s.state, func(r *record) { r.Timeout, r.Deadline = int64(d), deadline }); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.cfg.Timeout, s.deadline = d, deadline
+		s.armLocked()
+		s.mu.Unlock()
+		return nil
+	}
+	return s.busy(c.Verb, "new, creating, running or paused")
+}
+
+// armLocked (re)starts the timeout timer for s.deadline. mu held.
+func (s *Sandbox) armLocked() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if s.deadline.IsZero() {
+		return
+	}
+	deadline := s.deadline
+	s.timer = time.AfterFunc(time.Until(deadline), func() { s.expire(deadline) })
+}
+
+// expire kills s when its deadline passes (if it is still that deadline).
+func (s *Sandbox) expire(deadline time.Time) {
+	s.op.Lock()
+	if s.p.isClosed() || !s.deadline.Equal(deadline) || (s.state != StateRunning && s.state != StatePaused) {
+		s.op.Unlock()
+		return
+	}
+	why := fmt.Sprintf("timeout: expired after %s", formatTimeout(s.cfg.Timeout))
+	s.p.log.Info("sandbox timed out", "sandbox", s.id)
+	err := s.stopLocked(context.Background(), "timeout", why)
+	s.op.Unlock()
+	if err != nil {
+		s.p.fail(s.id, []byte("timeout"), err)
+	}
+	s.p.notify(s.id)
+}
+
+// start creates the machine of a sandbox in state new and waits until it
+// is running or has failed. verb names the request; fromNew means the
+// sandbox was made by this same request (`new`), so a refusal before
+// creation removes it again.
+func (s *Sandbox) start(ctx context.Context, verb string, fromNew bool) error {
+	p := s.p
+	v, err := s.launch(verb)
+	if err != nil {
+		if fromNew {
+			s.Release()
+		}
+		return err
+	}
+	p.notify(s.id)
+	// Wait for creating → running or dead (through stopping if killed).
+	for {
+		if _, err := s.WaitFrom(ctx, v); err != nil {
+			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s goes on creating", verb, quote(s.id))
+		}
+		s.mu.Lock()
+		st, v2, serr := s.state, s.version, s.startErr
+		s.mu.Unlock()
+		switch st {
+		case StateRunning, StatePaused:
+			return nil
+		case StateCreating, StateStopping:
+			v = v2
+			continue
+		}
+		if serr != nil {
+			return &Error{Errno: Errno(serr), Text: fmt.Sprintf("%s: sandbox %s failed to start: %s", verb, quote(s.id), errText(serr))}
+		}
+		return Errorf(syscall.EIO, "%s: sandbox %s is %s", verb, quote(s.id), st)
+	}
+}
+
+// launch moves s from new to creating and starts the creation goroutine.
+// It returns the version after the move.
+func (s *Sandbox) launch(verb string) (uint64, error) {
+	p := s.p
+	s.op.Lock()
+	defer s.op.Unlock()
+	if s.state != StateNew {
+		return 0, s.busy(verb, "new")
+	}
+	if p.rt == nil {
+		return 0, Errorf(syscall.ENODEV, "%s: no VMM runtime configured: sandboxes cannot be created by this daemon", verb)
+	}
+	s.mu.Lock()
+	s.cfg = s.cfg.Defaults()
+	s.mu.Unlock()
+	spec := Spec{ID: s.id, Config: s.cfg, Dir: p.st.runDir(s.id)}
+	if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
+		return 0, Errorf(syscall.EIO, "%s: %v", verb, err)
+	}
+	if err := s.persist(verb, StateCreating, nil); err != nil {
+		os.RemoveAll(spec.Dir)
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	s.setState(StateCreating, func() { s.cancel = cancel })
+	v := s.version // op held: no other change can happen
+	p.wg.Add(1)
+	go s.create(ctx, spec)
+	return v, nil
+}
+
+// create runs Runtime.Start and records its outcome.
+func (s *Sandbox) create(ctx context.Context, spec Spec) {
+	p := s.p
+	defer p.wg.Done()
+	m, err := p.rt.Start(ctx, spec)
+	s.op.Lock()
+	defer func() { s.op.Unlock(); p.notify(s.id) }()
+	s.cancel = nil
+	if p.isClosed() {
+		// Leave the record as it is; the next Open decides (re-attach
+		// or "daemon restarted"). The machine is not stopped.
+		return
+	}
+	if err == nil && m == nil {
+		err = Errorf(syscall.EIO, "runtime returned no machine")
+	}
+	if err != nil {
+		p.log.Warn("sandbox failed to start", "sandbox", s.id, "err", err)
+		why := errText(err)
+		if s.state == StateStopping {
+			why = "killed while creating"
+		}
+		s.die(why, err)
+		return
+	}
+	s.attach(m)
+	if s.state == StateStopping { // killed while creating
+		if err := m.Stop(context.Background()); err != nil {
+			p.log.Error("cannot stop machine of sandbox killed while creating", "sandbox", s.id, "err", err)
+		}
+		return
+	}
+	var deadline time.Time
+	if s.cfg.Timeout != 0 {
+		deadline = time.Now().Add(s.cfg.Timeout)
+	}
+	if err := s.persist("start", StateRunning, func(r *record) { r.Deadline = deadline }); err != nil {
+		p.log.Error("sandbox running but its record is stale", "sandbox", s.id, "err", err)
+	}
+	s.setState(StateRunning, func() { s.deadline = deadline; s.armLocked() })
+}
+
+// attach makes m the sandbox's machine and watches for its end. op held.
+func (s *Sandbox) attach(m Machine) {
+	s.mu.Lock()
+	s.m = m
+	s.mu.Unlock()
+	s.p.wg.Add(1)
+	go s.watch(m)
+}
+
+// watch waits for m to end and records the death.
+func (s *Sandbox) watch(m Machine) {
+	p := s.p
+	defer p.wg.Done()
+	select {
+	case <-m.Done():
+	case <-p.ctx.Done():
+		return
+	}
+	s.op.Lock()
+	if p.isClosed() || s.m != m {
+		s.op.Unlock()
+		return
+	}
+	why := s.stopWhy
+	if s.state != StateStopping || why == "" {
+		if err := m.Err(); err != nil {
+			why = errText(err)
+		} else if s.state != StateStopping {
+			why = "machine ended"
+		}
+	}
+	s.die(why, nil)
+	s.op.Unlock()
+	p.notify(s.id)
+}
+
+// die records s as dead with err text why ("" keeps the last err). op held.
+func (s *Sandbox) die(why string, startErr error) {
+	if err := s.persist("dead", StateDead, func(r *record) {
+		r.Deadline = time.Time{}
+		if why != "" {
+			r.Err = why
+		}
+	}); err != nil {
+		s.p.log.Error("sandbox dead but its record is stale", "sandbox", s.id, "err", err)
+	}
+	s.setState(StateDead, func() {
+		if why != "" {
+			s.err = why
+		}
+		s.m, s.startErr, s.stopWhy, s.deadline = nil, startErr, "", time.Time{}
+		if s.timer != nil {
+			s.timer.Stop()
+			s.timer = nil
+		}
+	})
+}
+
+func (s *Sandbox) pauseResume(ctx context.Context, verb string, from, to State, call func(Machine, context.Context) error) error {
+	s.op.Lock()
+	defer func() { s.op.Unlock(); s.p.notify(s.id) }()
+	if s.state != from {
+		return s.busy(verb, string(from))
+	}
+	if err := call(s.m, ctx); err != nil {
+		return Errorf(Errno(err), "%s: %s", verb, errText(err))
+	}
+	err := s.persist(verb, to, nil)
+	s.setState(to, nil) // the machine did change state
+	return err
+}
+
+// kill stops s and waits until it is dead. verb names the request.
+func (s *Sandbox) kill(ctx context.Context, verb string) error {
+	s.op.Lock()
+	switch s.state {
+	case StateNew:
+		s.dropLocked()
+		s.op.Unlock()
+		s.p.notify(s.id)
+		return nil
+	case StateRemoved:
+		err := s.busy(verb, "")
+		s.op.Unlock()
+		return err
+	case StateDead:
+		s.op.Unlock()
+		return nil
+	}
+	err := s.stopLocked(ctx, verb, "")
+	v := s.version
+	s.op.Unlock()
+	s.p.notify(s.id)
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := s.WaitFrom(ctx, v); err != nil {
+			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s is stopping", verb, quote(s.id))
+		}
+		if s.State().Ended() {
+			return nil
+		}
+		v = s.Version()
+	}
+}
+
+// stopLocked moves s (creating, running, paused or stopping) to stopping
+// and asks the machine to stop; the watcher records the death. why is
+// the err text for the death ("" for an ordinary kill). op held.
+func (s *Sandbox) stopLocked(ctx context.Context, verb, why string) error {
+	if s.state != StateStopping {
+		if err := s.persist(verb, StateStopping, nil); err != nil {
+			return err
+		}
+		s.setState(StateStopping, func() { s.stopWhy = why })
+	}
+	if s.cancel != nil { // creating: create() stops the machine if any
+		s.cancel()
+		return nil
+	}
+	if s.m == nil {
+		return nil
+	}
+	if err := s.m.Stop(ctx); err != nil {
+		return Errorf(syscall.EIO, "%s: stopping %s: %s", verb, quote(s.id), errText(err))
+	}
+	return nil
+}
+
+// remove deletes the record of a dead (or new) sandbox.
+func (s *Sandbox) remove(verb string) error {
+	s.op.Lock()
+	defer func() { s.op.Unlock(); s.p.notify(s.id) }()
+	switch s.state {
+	case StateNew:
+		s.dropLocked()
+		return nil
+	case StateDead:
+		if s.p.isClosed() {
+			return errClosed
+		}
+		if err := s.p.st.remove(s.id); err != nil {
+			return Errorf(syscall.EIO, "%s: removing %s: %v", verb, quote(s.id), err)
+		}
+		s.dropLocked()
+		return nil
+	}
+	return s.busy(verb, "dead (kill it first)")
+}
+
+// dropLocked unregisters s and marks it removed. op held; the record, if
+// any, is already gone.
+func (s *Sandbox) dropLocked() {
+	s.p.unregister(s)
+	s.setState(StateRemoved, nil)
+}
+
+// restore settles a sandbox loaded by Open: states that had a machine are
+// re-attached or declared dead; the timeout is re-armed.
+func (s *Sandbox) restore() {
+	p := s.p
+	s.op.Lock()
+	defer s.op.Unlock()
+	switch s.state {
+	case StateCreating, StateRunning, StatePaused, StateStopping:
+	default:
+		return
+	}
+	var m Machine
+	var err error = Errorf(syscall.ENOTSUP, "runtime cannot re-attach")
+	if ra, ok := p.rt.(Reattacher); ok && p.rt != nil && s.state != StateCreating {
+		spec := Spec{ID: s.id, Config: s.cfg.Defaults(), Dir: p.st.runDir(s.id)}
+		m, err = ra.Reattach(p.ctx, spec)
+		if err == nil && m == nil {
+			err = Errorf(syscall.EIO, "runtime returned no machine")
+		}
+	}
+	if err != nil {
+		p.log.Info("sandbox did not survive the restart", "sandbox", s.id, "state", s.state, "err", err)
+		// Bypass the table: this is a fresh start, not a transition.
+		s.state = StateStopping
+		s.die("daemon restarted", nil)
+		return
+	}
+	s.attach(m)
+	if s.state == StateStopping {
+		if err := m.Stop(p.ctx); err != nil {
+			p.log.Error("cannot stop re-attached machine", "sandbox", s.id, "err", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	s.armLocked()
+	s.mu.Unlock()
+}

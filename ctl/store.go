@@ -1,0 +1,217 @@
+package ctl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The state directory:
+//
+//	<stateDir>/lock                  flock(2)ed by the open Plane
+//	<stateDir>/sandboxes/<id>.json   one record per sandbox (not in state new)
+//	<stateDir>/sandboxes/.<id>.json.tmp*   a record being written (stale ones removed at Open)
+//	<stateDir>/run/<id>/             the runtime's private directory (Spec.Dir)
+const (
+	lockName    = "lock"
+	recordsName = "sandboxes"
+	runName     = "run"
+	tmpMarker   = ".json.tmp"
+)
+
+// recordFormat is the version of the record layout; Open skips (and
+// logs) records of another format.
+const recordFormat = 1
+
+// record is the persisted form of one sandbox, e.g.
+//
+//	{"format":1,"id":"t1","state":"running","template":"base",
+//	 "mem":268435456,"cpus":1,"timeout_ns":0,"created":"2026-11-29T13:40:00Z"}
+type record struct {
+	Format   int       `json:"format"`
+	ID       string    `json:"id"`
+	State    State     `json:"state"`
+	Template string    `json:"template"`
+	MemBytes uint64    `json:"mem"`
+	CPUs     int       `json:"cpus"`
+	World    string    `json:"world,omitempty"`
+	Timeout  int64     `json:"timeout_ns"`
+	Created  time.Time `json:"created"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	Err      string    `json:"err,omitempty"`
+}
+
+func (r *record) config() Config {
+	return Config{Template: r.Template, MemBytes: r.MemBytes, CPUs: r.CPUs, World: r.World, Timeout: time.Duration(r.Timeout)}
+}
+
+// validate checks a decoded record; the text says what is wrong.
+func (r *record) validate(file string) error {
+	switch {
+	case r.Format != recordFormat:
+		return fmt.Errorf("format %d, want %d", r.Format, recordFormat)
+	case !ValidName(r.ID) || r.ID+".json" != file:
+		return fmt.Errorf("id %q does not match file name", r.ID)
+	case r.State == StateNew || r.State == StateRemoved || transitionsOf(r.State) == nil && r.State != StateDead:
+		return fmt.Errorf("invalid state %q", r.State)
+	case r.Template != "" && !ValidName(r.Template), r.World != "" && !ValidName(r.World):
+		return fmt.Errorf("invalid template or world name")
+	case r.CPUs < 0 || r.CPUs > MaxCPUs || r.MemBytes > MaxMem || r.Timeout < 0:
+		return fmt.Errorf("settings out of range")
+	}
+	return nil
+}
+
+func transitionsOf(s State) []State { return transitions[s] }
+
+// store is the on-disk side of a Plane. Its methods do I/O only; callers
+// serialize writes of one record (Sandbox.op).
+type store struct {
+	dir  string
+	lock *os.File
+}
+
+// openStore creates the layout under dir if needed and takes the lock.
+func openStore(dir string) (*store, error) {
+	for _, d := range []string{dir, filepath.Join(dir, recordsName), filepath.Join(dir, runName)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, Errorf(syscall.EIO, "open: %v", err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, Errorf(syscall.EIO, "open: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, Errorf(syscall.EBUSY, "open: state directory in use by another daemon %s", quote(dir))
+		}
+		return nil, Errorf(syscall.EIO, "open: lock %s: %v", quote(dir), err)
+	}
+	// Record our pid for people (the lock is the flock, not the content).
+	if err := f.Truncate(0); err == nil {
+		fmt.Fprintf(f, "%d\n", os.Getpid())
+	}
+	return &store{dir: dir, lock: f}, nil
+}
+
+// close releases the lock.
+func (st *store) close() error {
+	return st.lock.Close() // closing the last fd drops the flock
+}
+
+func (st *store) recordsDir() string { return filepath.Join(st.dir, recordsName) }
+
+// runDir returns the runtime directory of sandbox id.
+func (st *store) runDir(id string) string { return filepath.Join(st.dir, runName, id) }
+
+// load reads every record. Stale temp files are removed; unreadable or
+// invalid records are logged and skipped, and their ids returned in bad
+// (when the file name is a valid id) so that nobody reuses them.
+func (st *store) load(log *slog.Logger) (recs []record, bad []string, err error) {
+	ents, err := os.ReadDir(st.recordsDir())
+	if err != nil {
+		return nil, nil, Errorf(syscall.EIO, "open: %v", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		path := filepath.Join(st.recordsDir(), name)
+		if strings.HasPrefix(name, ".") && strings.Contains(name, tmpMarker) {
+			// A write killed before its rename: the old record (if
+			// any) is intact, this one never counted.
+			log.Info("removing stale temporary record", "file", path)
+			if err := os.Remove(path); err != nil {
+				log.Warn("cannot remove stale temporary record", "file", path, "err", err)
+			}
+			continue
+		}
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || !e.Type().IsRegular() {
+			log.Warn("ignoring unexpected file in state directory", "file", path)
+			continue
+		}
+		var r record
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err == nil {
+			err = r.validate(name)
+		}
+		if err != nil {
+			log.Error("skipping corrupt sandbox record (left in place)", "file", path, "err", err)
+			if ValidName(id) {
+				bad = append(bad, id)
+			}
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, bad, nil
+}
+
+// write stores r atomically: temp file, fsync, rename over the record,
+// fsync the directory.
+func (st *store) write(r record) error {
+	r.Format = recordFormat
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	dir := st.recordsDir()
+	f, err := os.CreateTemp(dir, "."+r.ID+tmpMarker+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, r.ID+".json"))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write record %s: %w", r.ID, err)
+	}
+	return syncDir(dir)
+}
+
+// remove deletes the record and the runtime directory of id.
+func (st *store) remove(id string) error {
+	err := os.Remove(filepath.Join(st.recordsDir(), id+".json"))
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if err == nil {
+		err = syncDir(st.recordsDir())
+	}
+	if rerr := os.RemoveAll(st.runDir(id)); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
