@@ -58,8 +58,8 @@ type Command struct {
 // keeps no state. The message is one line: verb and arguments separated by
 // blanks (spaces or tabs), at most one trailing newline, no other control
 // characters, valid UTF-8, at most MaxMessage bytes. An argument containing
-// blanks is quoted with single quotes, and ” inside quotes is a literal
-// quote (rc(1) rules: a'b c'd is one argument "ab cd"). For verbs with Keys,
+// blanks is quoted with single quotes; two single quotes inside quotes are
+// one literal quote (rc(1) rules: a'b c'd is one argument "ab cd"). For verbs with Keys,
 // an argument containing '=' is key=value; each key at most once.
 //
 // Errors (all *Error): E2BIG too long; EINVAL for everything else: not
@@ -127,7 +127,7 @@ func Parse(msg []byte, t Table) (Command, error) {
 }
 
 // tokenize splits s into words at blanks, removing single quotes by rc(1)
-// rules. A quoted empty string (”) is an empty word.
+// rules. A quoted empty string (two single quotes) is an empty word.
 func tokenize(s string) ([]string, error) {
 	var (
 		words  []string

@@ -1,21 +1,29 @@
 package ctl
 
+import "slices"
+
 // State is a sandbox's lifecycle state. Its string form is what status,
 // wait and the ctl read show, and what the state file records.
 //
-//	          start            machine up
-//	 new ──────────▶ creating ──────────▶ running ◀──┐
-//	  │                 │  │               │  │  resume│ pause
-//	  │ kill/rm/         │  │ start failed  │  └──▶ paused
-//	  │ release          │  ▼               │ kill    │ kill
-//	  ▼                  │ dead ◀───────────┼─────────┤ machine ended
-//	removed              │ kill             ▼         │ (err: why)
-//	  ▲                  └──────────▶ stopping ◀──────┘
-//	  │ rm                                 │ machine ended
-//	  └──────────────── dead ◀─────────────┘
+//	from       to         on
+//	new        creating   start (clone handle) or new (/ctl)
+//	new        removed    kill, rm, or the clone handle closed (Release)
+//	creating   running    the runtime started the machine
+//	creating   dead       the runtime failed (err: why)
+//	creating   stopping   kill while creating
+//	running    paused     pause
+//	paused     running    resume
+//	running    stopping   kill, timeout
+//	paused     stopping   kill, timeout
+//	running    dead       the machine ended by itself (err: why)
+//	paused     dead       the machine ended by itself (err: why)
+//	stopping   dead       the machine ended
+//	dead       removed    rm
 //
-// removed is not a lifecycle state on disk: it is what a *Sandbox handle
-// reports once its record is gone.
+// After a daemon restart, a sandbox recorded as creating, running, paused
+// or stopping is re-attached (same state) or becomes dead with err
+// "daemon restarted". removed is never on disk: it is what a *Sandbox
+// handle reports once its record is gone.
 type State string
 
 // The states; see the diagram and transitions.
@@ -42,15 +50,7 @@ var transitions = map[State][]State{
 
 // CanGo reports whether the state machine allows from → to.
 func CanGo(from, to State) bool {
-	return contains(statesString(transitions[from]), string(to))
-}
-
-func statesString(ss []State) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = string(s)
-	}
-	return out
+	return slices.Contains(transitions[from], to)
 }
 
 // Ended reports whether s is dead or removed: nothing will run again.

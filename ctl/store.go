@@ -58,7 +58,7 @@ func (r *record) validate(file string) error {
 		return fmt.Errorf("format %d, want %d", r.Format, recordFormat)
 	case !ValidName(r.ID) || r.ID+".json" != file:
 		return fmt.Errorf("id %q does not match file name", r.ID)
-	case r.State == StateNew || r.State == StateRemoved || transitionsOf(r.State) == nil && r.State != StateDead:
+	case !persistable(r.State):
 		return fmt.Errorf("invalid state %q", r.State)
 	case r.Template != "" && !ValidName(r.Template), r.World != "" && !ValidName(r.World):
 		return fmt.Errorf("invalid template or world name")
@@ -68,7 +68,11 @@ func (r *record) validate(file string) error {
 	return nil
 }
 
-func transitionsOf(s State) []State { return transitions[s] }
+// persistable reports whether a record may hold state s.
+func persistable(s State) bool {
+	_, known := transitions[s]
+	return known && s != StateNew && s != StateRemoved
+}
 
 // store is the on-disk side of a Plane. Its methods do I/O only; callers
 // serialize writes of one record (Sandbox.op).

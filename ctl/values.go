@@ -100,46 +100,49 @@ func ParseTimeout(s string) (time.Duration, bool) {
 	return d, true
 }
 
+// The check functions validate value s of a setting for verb; input is
+// what the message said (s itself, or key=s) and is quoted in errors.
+
 // checkName validates a name argument of verb.
-func checkName(verb, what, s string) error {
+func checkName(verb, what, s, input string) error {
 	if !ValidName(s) {
-		return Errorf(syscall.EINVAL, "%s: invalid %s name %s (want [a-z0-9][a-z0-9-]{0,62})", verb, what, quote(s))
+		return Errorf(syscall.EINVAL, "%s: invalid %s name %s (want [a-z0-9][a-z0-9-]{0,62})", verb, what, quote(input))
 	}
 	return nil
 }
 
-func checkMem(verb, s string) (uint64, error) {
+func checkMem(verb, s, input string) (uint64, error) {
 	n, ok := ParseSize(s)
 	if !ok {
-		return 0, Errorf(syscall.EINVAL, "%s: invalid size %s (want e.g. 256M or 1G)", verb, quote(s))
+		return 0, Errorf(syscall.EINVAL, "%s: invalid size %s (want e.g. 256M or 1G)", verb, quote(input))
 	}
 	if n < MinMem || n > MaxMem {
-		return 0, Errorf(syscall.EINVAL, "%s: size out of range %s (want %s..%s)", verb, quote(s), FormatSize(MinMem), FormatSize(MaxMem))
+		return 0, Errorf(syscall.EINVAL, "%s: size out of range %s (want %s..%s)", verb, quote(input), FormatSize(MinMem), FormatSize(MaxMem))
 	}
 	if n%MemUnit != 0 {
-		return 0, Errorf(syscall.EINVAL, "%s: size not a whole number of MiB %s", verb, quote(s))
+		return 0, Errorf(syscall.EINVAL, "%s: size not a whole number of MiB %s", verb, quote(input))
 	}
 	return n, nil
 }
 
-func checkCPUs(verb, s string) (int, error) {
+func checkCPUs(verb, s, input string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || s[0] == '+' || s[0] == '-' {
-		return 0, Errorf(syscall.EINVAL, "%s: invalid count %s (want 1..%d)", verb, quote(s), MaxCPUs)
+		return 0, Errorf(syscall.EINVAL, "%s: invalid count %s (want 1..%d)", verb, quote(input), MaxCPUs)
 	}
 	if n < 1 || n > MaxCPUs {
-		return 0, Errorf(syscall.EINVAL, "%s: count out of range %s (want 1..%d)", verb, quote(s), MaxCPUs)
+		return 0, Errorf(syscall.EINVAL, "%s: count out of range %s (want 1..%d)", verb, quote(input), MaxCPUs)
 	}
 	return n, nil
 }
 
-func checkTimeout(verb, s string) (time.Duration, error) {
+func checkTimeout(verb, s, input string) (time.Duration, error) {
 	d, ok := ParseTimeout(s)
 	if !ok {
-		return 0, Errorf(syscall.EINVAL, "%s: invalid duration %s (want e.g. 300, 90s, 5m, 1h; 0 for none)", verb, quote(s))
+		return 0, Errorf(syscall.EINVAL, "%s: invalid duration %s (want e.g. 300, 90s, 5m, 1h; 0 for none)", verb, quote(input))
 	}
 	if d > MaxTimeout || (d != 0 && d < time.Second) {
-		return 0, Errorf(syscall.EINVAL, "%s: duration out of range %s (want 0 or 1s..%s)", verb, quote(s), MaxTimeout)
+		return 0, Errorf(syscall.EINVAL, "%s: duration out of range %s (want 0 or 1s..%s)", verb, quote(input), MaxTimeout)
 	}
 	return d, nil
 }

@@ -96,9 +96,9 @@ Errors: EBUSY not in state new.`,
 sandbox is running, or fails with the creation error (also in err); if
 the machine failed to start the sandbox is dead with the reason in err.
 Required state: new.
-Errors: EBUSY not in state new; ENODEV no VMM runtime is configured
-(the sandbox stays new and can be retried or removed); ENOENT unknown
-template or world; EIO the runtime failed.`,
+Errors: EBUSY not in state new; ENOENT unknown template or world (from
+the runtime); EIO the runtime failed. (Without a VMM runtime, opening
+/clone already fails with ENODEV.)`,
 	},
 	{
 		Name:  "pause",
@@ -142,7 +142,7 @@ Errors: EIO the runtime failed to stop the machine.`,
 
 func checkID(c *Command) error {
 	c.ID = c.Args[0]
-	return checkName(c.Verb, "sandbox", c.ID)
+	return checkName(c.Verb, "sandbox", c.ID, c.ID)
 }
 
 func checkNew(c *Command) error {
@@ -152,7 +152,7 @@ func checkNew(c *Command) error {
 		}
 	}
 	for _, k := range sortedKeys(c.Keys) {
-		if err := setConfig(&c.Config, c.Verb, k, c.Keys[k]); err != nil {
+		if err := setConfig(&c.Config, c.Verb, k, c.Keys[k], k+"="+c.Keys[k]); err != nil {
 			return err
 		}
 	}
@@ -161,25 +161,26 @@ func checkNew(c *Command) error {
 
 // checkConfig handles the one-setting verbs, named like the new keys.
 func checkConfig(c *Command) error {
-	return setConfig(&c.Config, c.Verb, c.Verb, c.Args[0])
+	return setConfig(&c.Config, c.Verb, c.Verb, c.Args[0], c.Args[0])
 }
 
-// setConfig validates value for setting key and stores it in cfg.
-func setConfig(cfg *Config, verb, key, value string) error {
+// setConfig validates value for setting key and stores it in cfg; input
+// is quoted in errors.
+func setConfig(cfg *Config, verb, key, value, input string) error {
 	var err error
 	switch key {
 	case "template":
-		err = checkName(verb, "template", value)
+		err = checkName(verb, "template", value, input)
 		cfg.Template = value
 	case "world":
-		err = checkName(verb, "world", value)
+		err = checkName(verb, "world", value, input)
 		cfg.World = value
 	case "mem":
-		cfg.MemBytes, err = checkMem(verb, value)
+		cfg.MemBytes, err = checkMem(verb, value, input)
 	case "cpus":
-		cfg.CPUs, err = checkCPUs(verb, value)
+		cfg.CPUs, err = checkCPUs(verb, value, input)
 	case "timeout":
-		cfg.Timeout, err = checkTimeout(verb, value)
+		cfg.Timeout, err = checkTimeout(verb, value, input)
 	}
 	return err
 }
