@@ -1,0 +1,8 @@
+package virtio
+
+import "io"
+
+var (
+	errEOF        = io.EOF
+	errShortWrite = io.ErrShortWrite
+)

@@ -1,0 +1,378 @@
+package virtio
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"sandfs/vmm/bus"
+)
+
+// MMIOSize is the size of one virtio-mmio window: registers at 0x000-0x0ff,
+// device configuration space from 0x100.
+const MMIOSize = 0x1000
+
+// virtio-mmio register offsets (virtio 1.x §4.2.2, linux/virtio_mmio.h).
+const (
+	regMagicValue        = 0x000 // VIRTIO_MMIO_MAGIC_VALUE
+	regVersion           = 0x004 // VIRTIO_MMIO_VERSION
+	regDeviceID          = 0x008 // VIRTIO_MMIO_DEVICE_ID
+	regVendorID          = 0x00c // VIRTIO_MMIO_VENDOR_ID
+	regDeviceFeatures    = 0x010 // VIRTIO_MMIO_DEVICE_FEATURES
+	regDeviceFeaturesSel = 0x014 // VIRTIO_MMIO_DEVICE_FEATURES_SEL
+	regDriverFeatures    = 0x020 // VIRTIO_MMIO_DRIVER_FEATURES
+	regDriverFeaturesSel = 0x024 // VIRTIO_MMIO_DRIVER_FEATURES_SEL
+	regQueueSel          = 0x030 // VIRTIO_MMIO_QUEUE_SEL
+	regQueueNumMax       = 0x034 // VIRTIO_MMIO_QUEUE_NUM_MAX
+	regQueueNum          = 0x038 // VIRTIO_MMIO_QUEUE_NUM
+	regQueueReady        = 0x044 // VIRTIO_MMIO_QUEUE_READY
+	regQueueNotify       = 0x050 // VIRTIO_MMIO_QUEUE_NOTIFY
+	regInterruptStatus   = 0x060 // VIRTIO_MMIO_INTERRUPT_STATUS
+	regInterruptAck      = 0x064 // VIRTIO_MMIO_INTERRUPT_ACK
+	regStatus            = 0x070 // VIRTIO_MMIO_STATUS
+	regQueueDescLow      = 0x080 // VIRTIO_MMIO_QUEUE_DESC_LOW
+	regQueueDescHigh     = 0x084
+	regQueueDriverLow    = 0x090 // VIRTIO_MMIO_QUEUE_AVAIL_LOW
+	regQueueDriverHigh   = 0x094
+	regQueueDeviceLow    = 0x0a0 // VIRTIO_MMIO_QUEUE_USED_LOW
+	regQueueDeviceHigh   = 0x0a4
+	regShmLenLow         = 0x0b0 // VIRTIO_MMIO_SHM_LEN_LOW
+	regShmLenHigh        = 0x0b4
+	regShmBaseLow        = 0x0b8
+	regShmBaseHigh       = 0x0bc
+	regConfigGeneration  = 0x0fc // VIRTIO_MMIO_CONFIG_GENERATION
+	regConfig            = 0x100 // VIRTIO_MMIO_CONFIG
+
+	magicValue  = 0x74726976 // "virt"
+	mmioVersion = 2
+	vendorID    = 0x53464453 // "SDFS"
+)
+
+// Device is one virtio device type behind a Transport.
+type Device interface {
+	// ID is the virtio device ID (IDBlock, IDNet, ...).
+	ID() uint32
+	// Features are the device-specific feature bits offered. The
+	// transport adds VERSION_1, INDIRECT_DESC and EVENT_IDX.
+	Features() uint64
+	// QueueMax gives the maximum size of each queue; its length is the
+	// number of queues.
+	QueueMax() []uint16
+	// ReadConfig and WriteConfig access the device configuration space.
+	ReadConfig(off uint64, data []byte)
+	WriteConfig(off uint64, data []byte)
+	// Activate starts the device when the driver sets DRIVER_OK (or on
+	// restore of a live device): the queues are mapped and t.Features() is
+	// the negotiated set. The device starts its goroutines here.
+	Activate(t *Transport) error
+	// Reset stops the device's goroutines (waiting for them) and returns it
+	// to its initial state. Called on a driver reset of a live device.
+	Reset()
+	// Notify is a queue notification from the driver, on a vCPU
+	// goroutine. It must not block: kick the device goroutine.
+	Notify(queue int)
+}
+
+// Transport is a virtio-mmio (version 2) device window; it implements
+// bus.MMIODevice.
+type Transport struct {
+	dev  Device
+	mem  bus.Memory
+	irq  bus.IRQ
+	line uint32
+
+	mu             sync.Mutex // guards the fields below
+	status         uint32
+	devFeatSel     uint32
+	drvFeatSel     uint32
+	driverFeatures uint64
+	queueSel       uint32
+	queues         []*Queue
+	configGen      uint32
+
+	live       atomic.Bool   // DRIVER_OK accepted and device activated
+	features   atomic.Uint64 // negotiated features, valid while live
+	intStatus  atomic.Uint32
+	needsReset atomic.Bool
+
+	work sync.RWMutex // pause gate: device batches hold it shared, Pause exclusive
+}
+
+var _ bus.MMIODevice = (*Transport)(nil)
+
+// NewTransport wraps dev in a virtio-mmio window whose interrupt is line.
+func NewTransport(dev Device, mem bus.Memory, irq bus.IRQ, line uint32) *Transport {
+	t := &Transport{dev: dev, mem: mem, irq: irq, line: line}
+	for _, m := range dev.QueueMax() {
+		t.queues = append(t.queues, &Queue{Max: m})
+	}
+	return t
+}
+
+// Device returns the wrapped device.
+func (t *Transport) Device() Device { return t.dev }
+
+// IRQLine is the interrupt line given to NewTransport.
+func (t *Transport) IRQLine() uint32 { return t.line }
+
+// Queue returns queue i (nil if out of range).
+func (t *Transport) Queue(i int) *Queue {
+	if i < 0 || i >= len(t.queues) {
+		return nil
+	}
+	return t.queues[i]
+}
+
+// Features returns the negotiated feature bits.
+func (t *Transport) Features() uint64 { return t.features.Load() }
+
+// Memory returns guest memory.
+func (t *Transport) Memory() bus.Memory { return t.mem }
+
+func (t *Transport) offered() uint64 {
+	return t.dev.Features() | Bit(FVersion1) | Bit(FRingIndirectDesc) | Bit(FRingEventIdx)
+}
+
+// Begin and End bracket a device batch that touches guest memory or ring
+// state. Begin blocks while the transport is paused.
+func (t *Transport) Begin() { t.work.RLock() }
+
+// End ends a batch started with Begin.
+func (t *Transport) End() { t.work.RUnlock() }
+
+// Pause waits for device batches in flight and holds new ones off until
+// Resume, so that guest memory and Save agree. The vCPUs must be stopped.
+func (t *Transport) Pause() { t.work.Lock() }
+
+// Resume lets device batches run again after Pause.
+func (t *Transport) Resume() { t.work.Unlock() }
+
+// Interrupt sets bits in InterruptStatus and signals the line as an edge.
+func (t *Transport) Interrupt(bits uint32) {
+	t.intStatus.Or(bits)
+	t.pulse()
+}
+
+func (t *Transport) pulse() {
+	if t.irq == nil {
+		return
+	}
+	if err := t.irq.SetIRQ(t.line, true); err != nil {
+		slog.Error("virtio: raise irq", "line", t.line, "err", err)
+	}
+	if err := t.irq.SetIRQ(t.line, false); err != nil {
+		slog.Error("virtio: lower irq", "line", t.line, "err", err)
+	}
+}
+
+// SignalUsed interrupts the driver if it wants to hear about the used
+// buffers pushed on q since the last call.
+func (t *Transport) SignalUsed(q *Queue) {
+	if q.NeedInterrupt() {
+		t.Interrupt(IntUsedBuffer)
+	}
+}
+
+// ConfigChanged bumps ConfigGeneration and sends a configuration change
+// interrupt.
+func (t *Transport) ConfigChanged() {
+	t.mu.Lock()
+	t.configGen++
+	t.mu.Unlock()
+	t.Interrupt(IntConfigChange)
+}
+
+// Fail puts the device in DEVICE_NEEDS_RESET after the driver broke the
+// protocol (a bad chain), and tells the driver. Device goroutines call it
+// and then stop touching the queues.
+func (t *Transport) Fail(err error) {
+	if t.needsReset.Swap(true) {
+		return
+	}
+	slog.Warn("virtio: device needs reset", "id", t.dev.ID(), "line", t.line, "err", err)
+	t.Interrupt(IntConfigChange)
+}
+
+// Failed reports whether Fail was called since the last reset.
+func (t *Transport) Failed() bool { return t.needsReset.Load() }
+
+// ReadMMIO implements bus.MMIODevice.ReadMMIO.
+func (t *Transport) ReadMMIO(off uint64, data []byte) {
+	clear(data)
+	if off >= regConfig {
+		t.dev.ReadConfig(off-regConfig, data)
+		return
+	}
+	if len(data) != 4 || off%4 != 0 {
+		return // §4.2.2.2: registers are 32-bit only
+	}
+	var v uint32
+	t.mu.Lock()
+	q := t.selected()
+	switch off {
+	case regMagicValue:
+		v = magicValue
+	case regVersion:
+		v = mmioVersion
+	case regDeviceID:
+		v = t.dev.ID()
+	case regVendorID:
+		v = vendorID
+	case regDeviceFeatures:
+		if t.devFeatSel < 2 {
+			v = uint32(t.offered() >> (32 * t.devFeatSel))
+		}
+	case regQueueNumMax:
+		if q != nil {
+			v = uint32(q.Max)
+		}
+	case regQueueReady:
+		if q != nil && q.Ready {
+			v = 1
+		}
+	case regInterruptStatus:
+		v = t.intStatus.Load()
+	case regStatus:
+		v = t.status
+		if t.needsReset.Load() {
+			v |= StatusDeviceNeedsReset
+		}
+	case regConfigGeneration:
+		v = t.configGen
+	case regShmLenLow, regShmLenHigh:
+		v = 0xffffffff // no shared memory regions
+	}
+	t.mu.Unlock()
+	binary.LittleEndian.PutUint32(data, v)
+}
+
+// WriteMMIO implements bus.MMIODevice.WriteMMIO.
+func (t *Transport) WriteMMIO(off uint64, data []byte) {
+	if off >= regConfig {
+		t.dev.WriteConfig(off-regConfig, data)
+		return
+	}
+	if len(data) != 4 || off%4 != 0 {
+		return
+	}
+	v := binary.LittleEndian.Uint32(data)
+	if off == regQueueNotify { // the hot path: no lock
+		if t.live.Load() && int(v) < len(t.queues) && !t.needsReset.Load() {
+			t.dev.Notify(int(v))
+		}
+		return
+	}
+	if off == regInterruptAck {
+		t.intStatus.And(^v)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.selected()
+	// Queue and feature registers are frozen once the driver is running.
+	setup := t.status&StatusDriverOK == 0
+	switch off {
+	case regDeviceFeaturesSel:
+		t.devFeatSel = v
+	case regDriverFeaturesSel:
+		t.drvFeatSel = v
+	case regDriverFeatures:
+		if setup && t.status&StatusFeaturesOK == 0 && t.drvFeatSel < 2 {
+			shift := 32 * t.drvFeatSel
+			t.driverFeatures = t.driverFeatures&^(0xffffffff<<shift) | uint64(v)<<shift
+		}
+	case regQueueSel:
+		t.queueSel = v
+	case regQueueNum:
+		if setup && q != nil && !q.Ready {
+			q.Size = uint16(v)
+		}
+	case regQueueReady:
+		if setup && q != nil {
+			q.Ready = v == 1
+		}
+	case regQueueDescLow, regQueueDescHigh, regQueueDriverLow, regQueueDriverHigh, regQueueDeviceLow, regQueueDeviceHigh:
+		if setup && q != nil && !q.Ready {
+			p := map[uint64]*uint64{regQueueDescLow: &q.DescAddr, regQueueDriverLow: &q.DriverAddr, regQueueDeviceLow: &q.DeviceAddr}[off&^4]
+			if off&4 == 0 {
+				*p = *p&^0xffffffff | uint64(v)
+			} else {
+				*p = *p&0xffffffff | uint64(v)<<32
+			}
+		}
+	case regStatus:
+		t.setStatus(v)
+	}
+}
+
+func (t *Transport) selected() *Queue {
+	if int(t.queueSel) < len(t.queues) {
+		return t.queues[t.queueSel]
+	}
+	return nil
+}
+
+// setStatus handles a Status write (§3.1.1, §4.2.3.1). t.mu is held.
+func (t *Transport) setStatus(v uint32) {
+	if v == 0 {
+		t.reset()
+		return
+	}
+	old := t.status
+	if v&StatusFeaturesOK != 0 && old&StatusFeaturesOK == 0 {
+		f := t.driverFeatures
+		if f&^t.offered() != 0 || f&Bit(FVersion1) == 0 {
+			// Refuse: the driver re-reads Status and sees FEATURES_OK clear.
+			slog.Warn("virtio: features refused", "id", t.dev.ID(), "driver", fmt.Sprintf("%#x", f), "offered", fmt.Sprintf("%#x", t.offered()))
+			v &^= StatusFeaturesOK
+		}
+	}
+	t.status = v &^ StatusDeviceNeedsReset
+	if v&StatusDriverOK != 0 && old&StatusDriverOK == 0 && v&StatusFeaturesOK != 0 {
+		if err := t.activate(); err != nil {
+			t.needsReset.Store(true)
+			slog.Warn("virtio: activate", "id", t.dev.ID(), "err", err)
+		}
+	}
+}
+
+// activate maps the queues and starts the device. t.mu is held.
+func (t *Transport) activate() error {
+	t.features.Store(t.driverFeatures)
+	for i, q := range t.queues {
+		if err := q.activate(t.mem, t.driverFeatures); err != nil {
+			return fmt.Errorf("queue %d: %w", i, err)
+		}
+	}
+	if err := t.dev.Activate(t); err != nil {
+		return err
+	}
+	t.live.Store(true)
+	return nil
+}
+
+// reset returns the transport to its initial state (§2.4). t.mu is held.
+func (t *Transport) reset() {
+	if t.live.Swap(false) {
+		t.dev.Reset()
+	}
+	t.status, t.devFeatSel, t.drvFeatSel, t.driverFeatures, t.queueSel = 0, 0, 0, 0, 0
+	for _, q := range t.queues {
+		*q = Queue{Max: q.Max}
+	}
+	t.features.Store(0)
+	t.intStatus.Store(0)
+	t.needsReset.Store(false)
+}
+
+// Close stops a live device (as a driver reset would) so that its
+// goroutines exit; used when the VM shuts down.
+func (t *Transport) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live.Swap(false) {
+		t.dev.Reset()
+	}
+}
