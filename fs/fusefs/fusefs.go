@@ -1,0 +1,321 @@
+// Package fusefs serves an fs tree through the kernel's FUSE
+// (github.com/hanwen/go-fuse/v2, imported as gofs since its package is
+// also called fs).
+//
+// Every directory is served through Lookup and Readdir (no persistent
+// inodes), so the fixed skeleton, the per-sandbox directories and a
+// remote tree (ninep.Remote, for `sandfs mount`) take the same path.
+// Entry and attribute timeouts are 0: sandboxes come and go, and a
+// status read must never see a cached size.
+//
+// Files are opened with FOPEN_DIRECT_IO and reported with size 0: their
+// text is generated at open and served from the handle (go-fuse
+// directio_example_test.go). Each FUSE request's context is passed to the
+// tree; the kernel cancels it when the calling process is interrupted
+// (go-fuse fs/api.go "Interrupts"), which ends blocking reads with EINTR.
+//
+// Inode numbers come from one generator per mount, one per tree path; a
+// lookup that finds an existing inode refreshes the node it serves (a
+// sandbox removed and created again under the same id).
+//
+// Lock order: node.mu and mount.mu are leaves.
+package fusefs
+
+import (
+	"context"
+	iofs "io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"sync"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"sandfs/ctl"
+	sfs "sandfs/fs"
+)
+
+// Options configure a mount.
+type Options struct {
+	AllowOther bool         // let other users see the mount (needs root or user_allow_other)
+	Log        *slog.Logger // nil: discard
+	Debug      bool         // log every FUSE request (go-fuse's own debug output)
+}
+
+// Mount is a mounted tree.
+type Mount struct {
+	dir    string
+	server *fuse.Server
+	log    *slog.Logger
+
+	mu   sync.Mutex        // protects inos, next
+	inos map[string]uint64 // tree path -> inode number
+	next uint64
+}
+
+// New mounts root at dir (which must exist).
+func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Mount{dir: dir, log: log, inos: map[string]uint64{}, next: 1}
+	zero := time.Duration(0)
+	opts := &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:  o.AllowOther,
+			FsName:      "sandfs",
+			Name:        "sandfs",
+			DirectMount: true,
+			Debug:       o.Debug,
+			MaxWrite:    128 << 10,
+		},
+		EntryTimeout:    &zero,
+		AttrTimeout:     &zero,
+		NegativeTimeout: &zero,
+		NullPermissions: true,
+	}
+	rn := &node{m: m, path: "", n: root}
+	srv, err := gofs.Mount(dir, rn, opts)
+	if err != nil {
+		return nil, err
+	}
+	m.server = srv
+	return m, nil
+}
+
+// Dir returns the mount point.
+func (m *Mount) Dir() string { return m.dir }
+
+// Unmount unmounts (lazily if busy) and waits for the server loop to end.
+func (m *Mount) Unmount() error {
+	err := m.server.Unmount()
+	if err != nil {
+		// Busy: detach it so no stale mount outlives the process.
+		if err2 := syscall.Unmount(m.dir, syscall.MNT_DETACH); err2 == nil {
+			err = nil
+		}
+	}
+	m.server.Wait()
+	return err
+}
+
+// Wait blocks until the file system is unmounted.
+func (m *Mount) Wait() { m.server.Wait() }
+
+func (m *Mount) ino(p string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p == "" {
+		return 1
+	}
+	i, ok := m.inos[p]
+	if !ok {
+		m.next++
+		i = m.next
+		m.inos[p] = i
+	}
+	return i
+}
+
+// errno maps a tree error to the errno FUSE returns.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	return ctl.Errno(err)
+}
+
+// node is one tree node as a go-fuse inode.
+type node struct {
+	gofs.Inode
+	m    *Mount
+	path string
+
+	mu sync.Mutex // protects n
+	n  sfs.Node
+}
+
+var (
+	_ gofs.NodeLookuper  = (*node)(nil)
+	_ gofs.NodeReaddirer = (*node)(nil)
+	_ gofs.NodeGetattrer = (*node)(nil)
+	_ gofs.NodeSetattrer = (*node)(nil)
+	_ gofs.NodeOpener    = (*node)(nil)
+	_ gofs.NodeOpendirer = (*node)(nil)
+)
+
+func (n *node) node() sfs.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.n
+}
+
+func fillAttr(a sfs.Attr, ino uint64, out *fuse.Attr) {
+	out.Ino = ino
+	if a.Mode.IsDir() {
+		out.Mode = syscall.S_IFDIR | uint32(a.Mode.Perm())
+		out.Nlink = 2
+	} else {
+		out.Mode = syscall.S_IFREG | uint32(a.Mode.Perm())
+		out.Nlink = 1
+	}
+	out.Size = uint64(a.Size)
+	t := a.Mtime
+	if t.IsZero() {
+		t = started
+	}
+	out.SetTimes(&t, &t, &t)
+	out.Blksize = 4096
+}
+
+// started is the time shown for nodes without an mtime.
+var started = time.Now()
+
+// Lookup implements gofs.NodeLookuper.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	d, ok := n.node().(sfs.Dir)
+	if !ok {
+		return nil, syscall.ENOTDIR
+	}
+	c, err := d.Lookup(ctx, name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	a, err := c.Stat(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	p := path.Join(n.path, name)
+	ino := n.m.ino(p)
+	fillAttr(a, ino, &out.Attr)
+	mode := uint32(syscall.S_IFREG)
+	if a.Mode.IsDir() {
+		mode = syscall.S_IFDIR
+	}
+	ch := n.NewInode(ctx, &node{m: n.m, path: p, n: c}, gofs.StableAttr{Mode: mode, Ino: ino})
+	if cn, ok := ch.Operations().(*node); ok {
+		cn.mu.Lock()
+		cn.n = c // an existing inode serves the node just found
+		cn.mu.Unlock()
+	}
+	return ch, 0
+}
+
+// Opendir implements gofs.NodeOpendirer.
+func (n *node) Opendir(ctx context.Context) syscall.Errno {
+	if _, ok := n.node().(sfs.Dir); !ok {
+		return syscall.ENOTDIR
+	}
+	return 0
+}
+
+// Readdir implements gofs.NodeReaddirer.
+func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	d, ok := n.node().(sfs.Dir)
+	if !ok {
+		return nil, syscall.ENOTDIR
+	}
+	ents, err := d.List(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	out := make([]fuse.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		mode := uint32(syscall.S_IFREG)
+		if e.Mode&iofs.ModeDir != 0 {
+			mode = syscall.S_IFDIR
+		}
+		out = append(out, fuse.DirEntry{Name: e.Name, Mode: mode, Ino: n.m.ino(path.Join(n.path, e.Name))})
+	}
+	return gofs.NewListDirStream(out), 0
+}
+
+// Getattr implements gofs.NodeGetattrer.
+func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	a, err := n.node().Stat(ctx)
+	if err != nil {
+		return errno(err)
+	}
+	fillAttr(a, n.m.ino(n.path), &out.Attr)
+	return 0
+}
+
+// Setattr implements gofs.NodeSetattrer. Truncation to 0 (what `echo msg
+// > file` asks for) and time changes are accepted and ignored; anything
+// else is EPERM.
+func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	nd := n.node()
+	if sz, ok := in.GetSize(); ok && sz != 0 {
+		return syscall.EPERM
+	} else if ok {
+		if _, isDir := nd.(sfs.Dir); isDir {
+			return syscall.EISDIR
+		}
+	}
+	if _, ok := in.GetMode(); ok {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetUID(); ok {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetGID(); ok {
+		return syscall.EPERM
+	}
+	return n.Getattr(ctx, fh, out)
+}
+
+// Open implements gofs.NodeOpener.
+func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	h, err := sfs.Open(ctx, n.node(), sfs.OpenFlags(flags&syscall.O_ACCMODE))
+	if err != nil {
+		n.m.log.Debug("fuse: open failed", "path", "/"+n.path, "err", err)
+		return nil, 0, errno(err)
+	}
+	return &handle{h: h, path: n.path}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// handle is one open file.
+type handle struct {
+	h    sfs.Handle
+	path string
+}
+
+var (
+	_ gofs.FileReader   = (*handle)(nil)
+	_ gofs.FileWriter   = (*handle)(nil)
+	_ gofs.FileReleaser = (*handle)(nil)
+	_ gofs.FileFlusher  = (*handle)(nil)
+)
+
+// Read implements gofs.FileReader.
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.h.Read(ctx, dest, off)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Write implements gofs.FileWriter.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := h.h.Write(ctx, data, off)
+	if err != nil {
+		return 0, errno(err)
+	}
+	return uint32(n), 0
+}
+
+// Flush implements gofs.FileFlusher (close(2) of one descriptor).
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
+
+// Release implements gofs.FileReleaser (the last descriptor closed).
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	return errno(h.h.Close())
+}
+
+// MkdirAll makes dir if it is missing (a mount point).
+func MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }

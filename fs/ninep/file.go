@@ -1,0 +1,313 @@
+package ninep
+
+import (
+	iofs "io/fs"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/hugelgupf/p9/fsimpl/readdir"
+	"github.com/hugelgupf/p9/fsimpl/templatefs"
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl"
+	sfs "sandfs/fs"
+)
+
+// iounit is the largest read or write the server asks clients to send:
+// small, since ctl messages are at most 4 KiB and generated text is short
+// (p9 fsimpl/staticfs uses 4096 too).
+const iounit = 64 << 10
+
+// file is one fid's view of a tree node: Walk returns a fresh file for
+// every fid (p9 composefs), and Open gives it its own handle.
+//
+// Concurrency (as p9.File): Walk, GetAttr, Readdir may run concurrently
+// with each other; ReadAt and WriteAt may run concurrently with each
+// other after Open; Close is called once, after every other call has
+// returned.
+type file struct {
+	p9.DefaultWalkGetAttr
+	templatefs.NotSymlinkFile
+	templatefs.XattrUnimplemented
+	templatefs.NoopRenamed
+	templatefs.NotLockable
+
+	c    *conn
+	path string // tree path, "" for the root
+	node sfs.Node
+
+	mu sync.Mutex // protects h
+	h  sfs.Handle // set by Open
+}
+
+var _ p9.File = (*file)(nil)
+
+// errno converts a tree error to the errno p9 sends in Rlerror.
+func errno(err error) error {
+	if err == nil {
+		return nil
+	}
+	return linux.Errno(ctl.Errno(err))
+}
+
+func (f *file) qid(a sfs.Attr) p9.QID {
+	t := p9.TypeRegular
+	if a.Mode.IsDir() {
+		t = p9.TypeDir
+	}
+	return p9.QID{Type: t, Path: f.c.srv.qidPath(f.path)}
+}
+
+// Walk implements p9.File.Walk; p9 calls it with zero or one name.
+func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
+	if len(names) == 0 {
+		return nil, &file{c: f.c, path: f.path, node: f.node}, nil
+	}
+	var qs []p9.QID
+	cur := &file{c: f.c, path: f.path, node: f.node}
+	for _, name := range names {
+		d, ok := cur.node.(sfs.Dir)
+		if !ok {
+			return nil, nil, linux.ENOTDIR
+		}
+		n, err := d.Lookup(f.c.ctx, name)
+		if err != nil {
+			return nil, nil, errno(err)
+		}
+		a, err := n.Stat(f.c.ctx)
+		if err != nil {
+			return nil, nil, errno(err)
+		}
+		cur = &file{c: f.c, path: path.Join(cur.path, name), node: n}
+		qs = append(qs, cur.qid(a))
+	}
+	return qs, cur, nil
+}
+
+// StatFS implements p9.File.StatFS.
+func (f *file) StatFS() (p9.FSStat, error) {
+	return p9.FSStat{Type: 0x01021997 /* V9FS_MAGIC */, BlockSize: 4096, NameLength: 255}, nil
+}
+
+// GetAttr implements p9.File.GetAttr.
+func (f *file) GetAttr(req p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
+	a, err := f.node.Stat(f.c.ctx)
+	if err != nil {
+		return p9.QID{}, p9.AttrMask{}, p9.Attr{}, errno(err)
+	}
+	return f.qid(a), p9.AttrMaskAll, toP9Attr(a), nil
+}
+
+// started is the time shown for nodes without an mtime.
+var started = time.Now()
+
+func toP9Attr(a sfs.Attr) p9.Attr {
+	mode := p9.ModeRegular
+	nlink := p9.NLink(1)
+	if a.Mode.IsDir() {
+		mode, nlink = p9.ModeDirectory, 2
+	}
+	t := a.Mtime
+	if t.IsZero() {
+		t = started
+	}
+	sec, nsec := uint64(t.Unix()), uint64(t.Nanosecond())
+	return p9.Attr{
+		Mode:         mode | p9.FileMode(a.Mode.Perm()),
+		NLink:        nlink,
+		Size:         uint64(a.Size),
+		BlockSize:    4096,
+		ATimeSeconds: sec, ATimeNanoSeconds: nsec,
+		MTimeSeconds: sec, MTimeNanoSeconds: nsec,
+		CTimeSeconds: sec, CTimeNanoSeconds: nsec,
+	}
+}
+
+// SetAttr implements p9.File.SetAttr. Only truncation to 0 is accepted
+// (and ignored), as `echo msg > file` asks for it on a message file.
+func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
+	if valid.Size && attr.Size == 0 && !valid.Permissions && !valid.UID && !valid.GID {
+		if _, ok := f.node.(sfs.Dir); !ok {
+			return nil
+		}
+	}
+	if valid.Empty() || (!valid.Size && !valid.Permissions && !valid.UID && !valid.GID) {
+		return nil // times only: ignored
+	}
+	return linux.EPERM
+}
+
+// Open implements p9.File.Open.
+func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
+	a, err := f.node.Stat(f.c.ctx)
+	if err != nil {
+		return p9.QID{}, 0, errno(err)
+	}
+	if _, ok := f.node.(sfs.Dir); ok {
+		if mode.Mode() != p9.ReadOnly {
+			return p9.QID{}, 0, linux.EISDIR
+		}
+		return f.qid(a), iounit, nil
+	}
+	h, err := sfs.Open(f.c.ctx, f.node, sfs.OpenFlags(mode.OSFlags()))
+	if err != nil {
+		return p9.QID{}, 0, errno(err)
+	}
+	f.mu.Lock()
+	f.h = h
+	f.mu.Unlock()
+	return f.qid(a), iounit, nil
+}
+
+func (f *file) handle() sfs.Handle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.h
+}
+
+// ReadAt implements p9.File.ReadAt. It runs under a context that ends
+// when the client flushes or clunks the read or the connection ends.
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	h := f.handle()
+	if h == nil {
+		return 0, linux.EBADF
+	}
+	ctx, done := f.c.startRead(f.path)
+	defer done()
+	n, err := h.Read(ctx, p, off)
+	return n, errno(err)
+}
+
+// WriteAt implements p9.File.WriteAt.
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	h := f.handle()
+	if h == nil {
+		return 0, linux.EBADF
+	}
+	n, err := h.Write(f.c.ctx, p, off)
+	return n, errno(err)
+}
+
+// Close implements p9.File.Close: it closes the open handle, if any.
+func (f *file) Close() error {
+	f.mu.Lock()
+	h := f.h
+	f.h = nil
+	f.mu.Unlock()
+	if h != nil {
+		return errno(h.Close())
+	}
+	return nil
+}
+
+// FSync implements p9.File.FSync.
+func (f *file) FSync() error { return nil }
+
+// Readdir implements p9.File.Readdir.
+func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
+	d, ok := f.node.(sfs.Dir)
+	if !ok {
+		return nil, linux.ENOTDIR
+	}
+	ents, err := d.List(f.c.ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	names := make([]string, len(ents))
+	qs := make(map[string]p9.QID, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name
+		t := p9.TypeRegular
+		if e.Mode&iofs.ModeDir != 0 {
+			t = p9.TypeDir
+		}
+		qs[e.Name] = p9.QID{Type: t, Path: f.c.srv.qidPath(path.Join(f.path, e.Name))}
+	}
+	return readdir.Readdir(offset, count, names, qs)
+}
+
+// The tree has no create, link, rename or remove: EPERM in a directory,
+// ENOTDIR elsewhere.
+
+func (f *file) dirErr() error {
+	if _, ok := f.node.(sfs.Dir); ok {
+		return linux.EPERM
+	}
+	return linux.ENOTDIR
+}
+
+// Create implements p9.File.Create.
+func (f *file) Create(string, p9.OpenFlags, p9.FileMode, p9.UID, p9.GID) (p9.File, p9.QID, uint32, error) {
+	return nil, p9.QID{}, 0, f.dirErr()
+}
+
+// Mkdir implements p9.File.Mkdir.
+func (f *file) Mkdir(string, p9.FileMode, p9.UID, p9.GID) (p9.QID, error) {
+	return p9.QID{}, f.dirErr()
+}
+
+// Symlink implements p9.File.Symlink.
+func (f *file) Symlink(string, string, p9.UID, p9.GID) (p9.QID, error) {
+	return p9.QID{}, f.dirErr()
+}
+
+// Link implements p9.File.Link.
+func (f *file) Link(p9.File, string) error { return f.dirErr() }
+
+// Mknod implements p9.File.Mknod.
+func (f *file) Mknod(string, p9.FileMode, uint32, uint32, p9.UID, p9.GID) (p9.QID, error) {
+	return p9.QID{}, f.dirErr()
+}
+
+// Rename implements p9.File.Rename.
+func (f *file) Rename(p9.File, string) error { return linux.EPERM }
+
+// RenameAt implements p9.File.RenameAt.
+func (f *file) RenameAt(string, p9.File, string) error { return f.dirErr() }
+
+// UnlinkAt implements p9.File.UnlinkAt.
+func (f *file) UnlinkAt(string, uint32) error { return f.dirErr() }
+
+// gate is the attach point of a connection that must name the token: its
+// only child is the token, which is the tree root. p9 walks the attach
+// name from it, so attaching with the token gives the root and anything
+// else fails with EPERM.
+type gate struct {
+	p9.DefaultWalkGetAttr
+	templatefs.ReadOnlyDir
+	templatefs.NilCloser
+
+	c    *conn
+	root *file
+}
+
+var _ p9.File = (*gate)(nil)
+
+// Walk implements p9.File.Walk.
+func (g *gate) Walk(names []string) ([]p9.QID, p9.File, error) {
+	if len(names) == 1 && names[0] == g.c.token {
+		q, _, _, err := g.root.GetAttr(p9.AttrMaskAll)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []p9.QID{q}, g.root, nil
+	}
+	g.c.srv.log.Warn("9p: attach refused: wrong token", "remote", g.c.remote)
+	return nil, nil, linux.EPERM
+}
+
+// GetAttr implements p9.File.GetAttr.
+func (g *gate) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
+	return p9.QID{Type: p9.TypeDir, Path: 0}, p9.AttrMaskAll, p9.Attr{Mode: p9.ModeDirectory, NLink: 2}, nil
+}
+
+// StatFS implements p9.File.StatFS.
+func (g *gate) StatFS() (p9.FSStat, error) { return p9.FSStat{}, linux.EPERM }
+
+// Open implements p9.File.Open.
+func (g *gate) Open(p9.OpenFlags) (p9.QID, uint32, error) { return p9.QID{}, 0, linux.EPERM }
+
+// Readdir implements p9.File.Readdir.
+func (g *gate) Readdir(uint64, uint32) (p9.Dirents, error) { return nil, linux.EPERM }

@@ -1,0 +1,143 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	iofs "io/fs"
+	"syscall"
+	"time"
+)
+
+// Node is one file or directory of the tree. Every node can say what it
+// is; what it can do is told by the other interfaces it implements: Dir
+// for directories; Opener, Source or Sink for files.
+type Node interface {
+	// Stat returns the node's attributes. It is called often (every
+	// lookup and getattr) and must be cheap.
+	Stat(ctx context.Context) (Attr, error)
+}
+
+// Attr is what a transport needs to describe a node.
+type Attr struct {
+	Mode iofs.FileMode // iofs.ModeDir or 0 (regular file), plus permission bits
+	Size int64         // 0 for generated files: their text exists only once opened
+	// Mtime is the modification time; the zero value means "when the
+	// tree was built".
+	Mtime time.Time
+}
+
+// Dir is a directory: a name space one level deep.
+type Dir interface {
+	Node
+	// Lookup returns the child called name, or an error whose errno is
+	// ENOENT when there is none.
+	Lookup(ctx context.Context, name string) (Node, error)
+	// List returns the children in a stable order.
+	List(ctx context.Context) ([]Dirent, error)
+}
+
+// Dirent is one entry of a directory listing.
+type Dirent struct {
+	Name string
+	Mode iofs.FileMode // only the type bits (iofs.ModeDir) matter
+}
+
+// Opener is a file with per-open state: each Open returns a new Handle
+// that owns whatever the open allocated (the /clone file allocates a
+// sandbox). Files without per-open state implement Source and/or Sink
+// instead and Open gives them a standard handle.
+type Opener interface {
+	Open(ctx context.Context, flags OpenFlags) (Handle, error)
+}
+
+// Source is a readable generated file: Text writes the file's whole
+// content into b. It is called at the first read of an open and again
+// whenever a read restarts at offset 0 (see textHandle).
+type Source interface {
+	Text(ctx context.Context, b *bytes.Buffer) error
+}
+
+// Sink is a file that accepts messages: one write is one message.
+type Sink interface {
+	Message(ctx context.Context, m []byte) error
+}
+
+// Handle is one open file. Read and Write may be called concurrently;
+// Close is called once, when the last reference to the open is dropped
+// (FUSE release, 9P clunk), possibly while a Read is still blocked:
+// such a Read must then return promptly.
+type Handle interface {
+	// Read reads at off. A blocking read ends when ctx is done (FUSE
+	// interrupt, 9P flush or clunk, the connection ending) and then
+	// returns ctx.Err().
+	Read(ctx context.Context, p []byte, off int64) (int, error)
+	// Write writes p at off. Message files ignore off: every write
+	// is one message.
+	Write(ctx context.Context, p []byte, off int64) (int, error)
+	Close() error
+}
+
+// OpenFlags are the access mode bits of open(2) that the tree uses.
+type OpenFlags int
+
+// Access modes, as in open(2).
+const (
+	ReadOnly  OpenFlags = syscall.O_RDONLY
+	WriteOnly OpenFlags = syscall.O_WRONLY
+	ReadWrite OpenFlags = syscall.O_RDWR
+)
+
+// Readable and Writable report the access the open asked for.
+func (f OpenFlags) Readable() bool { return f&syscall.O_ACCMODE != WriteOnly }
+func (f OpenFlags) Writable() bool { return f&syscall.O_ACCMODE != ReadOnly }
+
+// Open opens node n for the transports: an Opener opens itself; a
+// Source and/or Sink gets a standard handle (textHandle, message writes).
+// Asking for an access the node does not offer fails with EACCES, a
+// directory with EISDIR.
+func Open(ctx context.Context, n Node, flags OpenFlags) (Handle, error) {
+	if _, ok := n.(Dir); ok {
+		return nil, syscall.EISDIR // transports list directories themselves
+	}
+	if o, ok := n.(Opener); ok {
+		return o.Open(ctx, flags)
+	}
+	src, canRead := n.(Source)
+	sink, canWrite := n.(Sink)
+	if (flags.Readable() && !canRead) || (flags.Writable() && !canWrite) {
+		return nil, syscall.EACCES
+	}
+	return &fileHandle{text: textHandle{src: src}, sink: sink}, nil
+}
+
+// fileHandle is the standard handle of a Source and/or Sink.
+type fileHandle struct {
+	text textHandle
+	sink Sink // nil: not writable
+}
+
+// Read implements Handle.Read.
+func (h *fileHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	return h.text.Read(ctx, p, off)
+}
+
+// Write implements Handle.Write.
+func (h *fileHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.sink == nil {
+		return 0, syscall.EBADF
+	}
+	if err := h.sink.Message(ctx, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Close implements Handle.Close.
+func (h *fileHandle) Close() error { return nil }
+
+// errNotFound is returned by lookups of names a directory does not have.
+var errNotFound error = syscall.ENOENT
+
+// IsNotFound reports whether err means "no such file".
+func IsNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }
