@@ -91,6 +91,8 @@ type Used struct {
 	Len uint32
 	// Out holds the writable buffers' contents, concatenated and cut to Len.
 	Out []byte
+	// All holds the writable buffers' whole contents.
+	All []byte
 }
 
 // Driver plays the guest driver for one device.
@@ -355,6 +357,7 @@ func (d *Driver) Poll(qi int) (Used, bool) {
 	}
 	left := int(u.Len)
 	for _, w := range q.writable[u.ID] {
+		u.All = append(u.All, m[w.Addr:w.Addr+uint64(w.Len)]...)
 		n := min(left, w.Len)
 		u.Out = append(u.Out, m[w.Addr:w.Addr+uint64(n)]...)
 		left -= n

@@ -1,0 +1,372 @@
+package blk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Disk is what virtio-blk reads and writes. Offsets are bytes.
+type Disk interface {
+	io.ReaderAt
+	io.WriterAt
+	// Size is the disk size in bytes (a multiple of 512).
+	Size() int64
+	// Sync makes every completed write durable (VIRTIO_BLK_T_FLUSH).
+	Sync() error
+	Close() error
+}
+
+// ChunkSize is the copy-on-write granularity of COW's overlay.
+const ChunkSize = 4096
+
+// COW is a per-sandbox copy-on-write view of a shared, read-only base
+// image. Writes never reach the base. Two modes:
+//
+//   - reflink: the overlay file is a FICLONE of the base (XFS, btrfs, ...);
+//     all I/O goes to it and the file system shares unchanged extents.
+//   - overlay: on any other file system, a sparse overlay file of the
+//     base's size holds the chunks written so far, and a bitmap (one bit
+//     per 4 KiB chunk) says which; a partial write to a clean chunk copies
+//     the base chunk up first.
+//
+// Either way a small map file, <overlay>.map, records the mode and bitmap;
+// Sync writes it (after fsyncing the overlay, by rename) so the disk
+// survives a VMM restart. Writes since the last Sync may be lost on a crash,
+// as with any volatile write cache; the device offers VIRTIO_BLK_F_FLUSH.
+//
+// Map file format (little-endian):
+//
+//	+0  magic "SFSCOW1\n"
+//	+8  mode u32 (1 overlay, 2 reflink) | +12 chunk size u32
+//	+16 disk size u64                   | +24 reserved u64
+//	+32 bitmap, ceil(chunks/8) bytes (overlay mode only)
+type COW struct {
+	mu      sync.Mutex // guards the fields below
+	base    *os.File   // nil in reflink mode
+	over    *os.File
+	mapPath string
+	size    int64
+	reflink bool
+	bits    []byte
+	dirty   bool // bits changed since the map was written
+}
+
+const (
+	cowMagic       = "SFSCOW1\n"
+	cowModeOverlay = 1
+	cowModeReflink = 2
+	cowHeader      = 32
+)
+
+// COWOptions tune OpenCOW.
+type COWOptions struct {
+	// NoReflink forces the overlay mode even where FICLONE works.
+	NoReflink bool
+}
+
+var _ Disk = (*COW)(nil)
+
+// OpenCOW opens the copy-on-write disk whose private state lives in
+// overlay (and overlay+".map") on top of base. A missing overlay is
+// created; an existing one is reopened with its map.
+func OpenCOW(base, overlay string, opt COWOptions) (*COW, error) {
+	b, err := os.Open(base)
+	if err != nil {
+		return nil, fmt.Errorf("blk: open base: %w", err)
+	}
+	fi, err := b.Stat()
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("blk: stat base: %w", err)
+	}
+	size := fi.Size() &^ 511
+	c := &COW{base: b, mapPath: overlay + ".map", size: size}
+	if _, err := os.Stat(c.mapPath); err == nil {
+		if err := c.load(overlay); err != nil {
+			b.Close()
+			return nil, err
+		}
+		return c, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		b.Close()
+		return nil, fmt.Errorf("blk: stat map: %w", err)
+	}
+	o, err := os.OpenFile(overlay, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("blk: create overlay: %w", err)
+	}
+	c.over = o
+	if !opt.NoReflink && unix.IoctlFileClone(int(o.Fd()), int(b.Fd())) == nil {
+		c.reflink = true
+		b.Close()
+		c.base = nil
+	} else {
+		if err := o.Truncate(size); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("blk: size overlay: %w", err)
+		}
+		c.bits = make([]byte, (c.chunks()+7)/8)
+	}
+	c.dirty = true
+	if err := c.Sync(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *COW) chunks() int64 { return (c.size + ChunkSize - 1) / ChunkSize }
+
+func (c *COW) load(overlay string) error {
+	m, err := os.ReadFile(c.mapPath)
+	if err != nil {
+		return fmt.Errorf("blk: read map: %w", err)
+	}
+	if len(m) < cowHeader || string(m[:8]) != cowMagic {
+		return fmt.Errorf("blk: bad map %q", c.mapPath)
+	}
+	mode := binary.LittleEndian.Uint32(m[8:])
+	chunk := binary.LittleEndian.Uint32(m[12:])
+	size := int64(binary.LittleEndian.Uint64(m[16:]))
+	if chunk != ChunkSize {
+		return fmt.Errorf("blk: map %q: chunk size %d, want %d", c.mapPath, chunk, ChunkSize)
+	}
+	o, err := os.OpenFile(overlay, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("blk: open overlay: %w", err)
+	}
+	c.over = o
+	switch mode {
+	case cowModeReflink:
+		c.reflink, c.size = true, size
+		c.base.Close()
+		c.base = nil
+	case cowModeOverlay:
+		if size != c.size {
+			o.Close()
+			return fmt.Errorf("blk: map %q: disk size %d, base is now %d", c.mapPath, size, c.size)
+		}
+		c.bits = m[cowHeader:]
+		if int64(len(c.bits)) != (c.chunks()+7)/8 {
+			o.Close()
+			return fmt.Errorf("blk: map %q: bitmap has %d bytes, want %d", c.mapPath, len(c.bits), (c.chunks()+7)/8)
+		}
+	default:
+		o.Close()
+		return fmt.Errorf("blk: map %q: unknown mode %d", c.mapPath, mode)
+	}
+	return nil
+}
+
+// Reflink reports whether the overlay is a reflink clone of the base.
+func (c *COW) Reflink() bool { return c.reflink }
+
+// Size implements Disk.Size.
+func (c *COW) Size() int64 { return c.size }
+
+func (c *COW) has(chunk int64) bool { return c.bits[chunk/8]&(1<<(chunk%8)) != 0 }
+
+// ReadAt implements io.ReaderAt.
+func (c *COW) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > c.size {
+		return 0, fmt.Errorf("blk: read [%d, +%d) beyond disk size %d", off, len(p), c.size)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reflink {
+		return c.over.ReadAt(p, off)
+	}
+	done := 0
+	for done < len(p) {
+		// One run of chunks with the same source.
+		pos := off + int64(done)
+		chunk := pos / ChunkSize
+		inOver := c.has(chunk)
+		end := (chunk + 1) * ChunkSize
+		for end < off+int64(len(p)) && c.has(end/ChunkSize) == inOver {
+			end += ChunkSize
+		}
+		n := int(min(end, off+int64(len(p))) - pos)
+		f := c.base
+		if inOver {
+			f = c.over
+		}
+		if _, err := f.ReadAt(p[done:done+n], pos); err != nil {
+			return done, fmt.Errorf("blk: read at %d: %w", pos, err)
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// WriteAt implements io.WriterAt; the base image is never written.
+func (c *COW) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > c.size {
+		return 0, fmt.Errorf("blk: write [%d, +%d) beyond disk size %d", off, len(p), c.size)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reflink {
+		return c.over.WriteAt(p, off)
+	}
+	var tmp []byte
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		chunk := pos / ChunkSize
+		cstart := chunk * ChunkSize
+		cend := min(cstart+ChunkSize, c.size)
+		n := int(min(cend, off+int64(len(p))) - pos)
+		if c.has(chunk) || (pos == cstart && n == int(cend-cstart)) {
+			// Already ours, or overwritten whole: no copy-up. Extend
+			// over the following chunks that qualify too.
+			for {
+				next := pos + int64(n)
+				if next >= off+int64(len(p)) {
+					break
+				}
+				nc := next / ChunkSize
+				ncend := min((nc+1)*ChunkSize, c.size)
+				whole := off+int64(len(p)) >= ncend
+				if !c.has(nc) && !whole {
+					break
+				}
+				n = int(min(ncend, off+int64(len(p))) - pos)
+			}
+			if _, err := c.over.WriteAt(p[done:done+n], pos); err != nil {
+				return done, fmt.Errorf("blk: write at %d: %w", pos, err)
+			}
+			for ch := chunk; ch*ChunkSize < pos+int64(n); ch++ {
+				c.set(ch)
+			}
+			done += n
+			continue
+		}
+		// Copy-up: base chunk, patched, written whole.
+		if tmp == nil {
+			tmp = make([]byte, ChunkSize)
+		}
+		buf := tmp[:cend-cstart]
+		if _, err := c.base.ReadAt(buf, cstart); err != nil && err != io.EOF {
+			return done, fmt.Errorf("blk: copy-up read at %d: %w", cstart, err)
+		}
+		copy(buf[pos-cstart:], p[done:done+n])
+		if _, err := c.over.WriteAt(buf, cstart); err != nil {
+			return done, fmt.Errorf("blk: copy-up write at %d: %w", cstart, err)
+		}
+		c.set(chunk)
+		done += n
+	}
+	return done, nil
+}
+
+func (c *COW) set(chunk int64) {
+	if !c.has(chunk) {
+		c.bits[chunk/8] |= 1 << (chunk % 8)
+		c.dirty = true
+	}
+}
+
+// Sync implements Disk.Sync: fsync the overlay, then persist the map.
+func (c *COW) Sync() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.over.Sync(); err != nil {
+		return fmt.Errorf("blk: fsync overlay: %w", err)
+	}
+	if !c.dirty {
+		return nil
+	}
+	m := make([]byte, cowHeader, cowHeader+len(c.bits))
+	copy(m, cowMagic)
+	mode := uint32(cowModeOverlay)
+	if c.reflink {
+		mode = cowModeReflink
+	}
+	binary.LittleEndian.PutUint32(m[8:], mode)
+	binary.LittleEndian.PutUint32(m[12:], ChunkSize)
+	binary.LittleEndian.PutUint64(m[16:], uint64(c.size))
+	m = append(m, c.bits...)
+	tmp := c.mapPath + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("blk: write map: %w", err)
+	}
+	if _, err := f.Write(m); err != nil {
+		f.Close()
+		return fmt.Errorf("blk: write map: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("blk: fsync map: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("blk: write map: %w", err)
+	}
+	if err := os.Rename(tmp, c.mapPath); err != nil {
+		return fmt.Errorf("blk: write map: %w", err)
+	}
+	c.dirty = false
+	return nil
+}
+
+// Close syncs and closes the disk.
+func (c *COW) Close() error {
+	var err error
+	if c.over != nil {
+		err = c.Sync()
+		if e := c.over.Close(); err == nil {
+			err = e
+		}
+	}
+	if c.base != nil {
+		c.base.Close()
+	}
+	return err
+}
+
+// File is a Disk over one plain image file (no copy-on-write).
+type File struct {
+	f  *os.File
+	sz int64
+}
+
+// OpenFile opens path as a disk, read-only if ro.
+func OpenFile(path string, ro bool) (*File, error) {
+	flag := os.O_RDWR
+	if ro {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("blk: open disk: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("blk: stat disk: %w", err)
+	}
+	return &File{f: f, sz: fi.Size() &^ 511}, nil
+}
+
+// ReadAt implements io.ReaderAt.
+func (f *File) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
+
+// WriteAt implements io.WriterAt.
+func (f *File) WriteAt(p []byte, off int64) (int, error) { return f.f.WriteAt(p, off) }
+
+// Size implements Disk.Size.
+func (f *File) Size() int64 { return f.sz }
+
+// Sync implements Disk.Sync.
+func (f *File) Sync() error { return f.f.Sync() }
+
+// Close implements Disk.Close.
+func (f *File) Close() error { return f.f.Close() }

@@ -1,0 +1,100 @@
+package blk
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func makeBase(t *testing.T, size int) (string, []byte) {
+	t.Helper()
+	b := make([]byte, size)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	p := filepath.Join(t.TempDir(), "base.img")
+	if err := os.WriteFile(p, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+func TestCOWModel(t *testing.T) {
+	for _, noReflink := range []bool{true, false} {
+		name := map[bool]string{true: "overlay", false: "auto"}[noReflink]
+		t.Run(name, func(t *testing.T) {
+			const size = 64*ChunkSize + 1024 // a partial last chunk
+			base, model := makeBase(t, size)
+			orig := bytes.Clone(model)
+			ov := filepath.Join(t.TempDir(), "disk.overlay")
+			c, err := OpenCOW(base, ov, COWOptions{NoReflink: noReflink})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("reflink=%v", c.Reflink())
+			r := rand.New(rand.NewPCG(3, 4))
+			for i := range 300 {
+				off := r.IntN(size)
+				n := 1 + r.IntN(min(size-off, 3*ChunkSize))
+				if r.IntN(2) == 0 {
+					p := make([]byte, n)
+					for j := range p {
+						p[j] = byte(i)
+					}
+					if _, err := c.WriteAt(p, int64(off)); err != nil {
+						t.Fatal(err)
+					}
+					copy(model[off:], p)
+				} else {
+					p := make([]byte, n)
+					if _, err := c.ReadAt(p, int64(off)); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(p, model[off:off+n]) {
+						t.Fatalf("op %d: ReadAt(%d, %d) differs from model", i, off, n)
+					}
+				}
+				if i == 150 { // reopen half-way: the map must survive
+					if err := c.Close(); err != nil {
+						t.Fatal(err)
+					}
+					if c, err = OpenCOW(base, ov, COWOptions{NoReflink: noReflink}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got := make([]byte, size)
+			if _, err := c.ReadAt(got, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, model) {
+				t.Fatal("final contents differ from model")
+			}
+			if _, err := c.WriteAt([]byte{1}, size); err == nil {
+				t.Error("write beyond the end succeeded")
+			}
+			c.Close()
+			if b, _ := os.ReadFile(base); !bytes.Equal(b, orig) {
+				t.Fatal("base image changed")
+			}
+		})
+	}
+}
+
+func TestCOWBaseSizeChanged(t *testing.T) {
+	base, _ := makeBase(t, 8*ChunkSize)
+	ov := filepath.Join(t.TempDir(), "o")
+	c, err := OpenCOW(base, ov, COWOptions{NoReflink: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	os.Chmod(base, 0o644)
+	os.Truncate(base, 16*ChunkSize)
+	if _, err := OpenCOW(base, ov, COWOptions{NoReflink: true}); err == nil {
+		t.Fatal("reopen over a resized base succeeded")
+	}
+}
