@@ -1,0 +1,148 @@
+// Command sandfs-init is PID 1 in a sandfs guest: it mounts the pseudo
+// file systems, sets the clock, host name and network from the kernel
+// command line (see guest.ParseCmdline), makes sure the users root and
+// user exist, reaps zombies, and serves the guest agent's 9P tree
+// (procs/, fs/) on vsock port 564.
+//
+// Run as anything but PID 1 (for testing on a host) it skips the init
+// duties unless -init is given, and -listen picks the transport:
+//
+//	sandfs-init -listen unix:/tmp/agent.sock -root /tmp/root
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mdlayher/vsock"
+	"golang.org/x/sys/unix"
+
+	"sandfs/guest"
+)
+
+func main() {
+	pid1 := os.Getpid() == 1
+	doInit := flag.Bool("init", pid1, "do the init duties (mounts, clock, hostname, network, users)")
+	listen := flag.String("listen", "vsock", `"vsock" (port from sandfs.port, default 564), "vsock:PORT" or "unix:PATH"`)
+	root := flag.String("root", "/", "directory served as fs/")
+	if !pid1 {
+		flag.Parse()
+	}
+	log.SetFlags(0)
+	log.SetPrefix("sandfs-init: ")
+
+	cfg := guest.Config{Port: guest.DefaultPort}
+	if *doInit {
+		cfg = initDuties()
+	}
+	if pid1 {
+		go pid1Signals()
+	}
+	opt := guest.Options{Debug: cfg.Debug}
+	srv := guest.NewServer(*root, opt)
+	for {
+		l, err := listener(*listen, cfg.Port)
+		if err != nil {
+			log.Printf("listen %s: %v", *listen, err)
+			if !pid1 {
+				os.Exit(1)
+			}
+			time.Sleep(time.Second)
+			continue
+		}
+		log.Printf("serving 9P on %s", l.Addr())
+		err = srv.Serve(l)
+		l.Close()
+		log.Printf("serve: %v", err)
+		if !pid1 {
+			os.Exit(1)
+		}
+		time.Sleep(time.Second) // PID 1 must never exit
+	}
+}
+
+func listener(spec string, port uint32) (net.Listener, error) {
+	switch {
+	case spec == "vsock":
+		return vsock.Listen(port, nil)
+	case strings.HasPrefix(spec, "vsock:"):
+		var p uint32
+		if _, err := fmt.Sscanf(spec, "vsock:%d", &p); err != nil {
+			return nil, fmt.Errorf("bad port in %q", spec)
+		}
+		return vsock.Listen(p, nil)
+	case strings.HasPrefix(spec, "unix:"):
+		path := strings.TrimPrefix(spec, "unix:")
+		os.Remove(path)
+		return net.Listen("unix", path)
+	}
+	return nil, fmt.Errorf("unknown listener %q", spec)
+}
+
+// initDuties does PID 1's set-up. Failures are logged and skipped: a
+// guest with no network is still worth serving.
+func initDuties() guest.Config {
+	t0 := time.Now()
+	if err := guest.Mounts(); err != nil {
+		log.Print(err)
+	}
+	b, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		log.Printf("cmdline: %v", err)
+	}
+	cfg, errs := guest.ParseCmdline(string(b))
+	for _, e := range errs {
+		log.Print(e)
+	}
+	for _, step := range []func() error{
+		func() error { return guest.SetClock(cfg) },
+		func() error { return guest.SetHostname(cfg, "/") },
+		func() error { return guest.Network(cfg, "/") },
+		func() error { return guest.EnsureUsers("/") },
+	} {
+		if err := step(); err != nil {
+			log.Print(err)
+		}
+	}
+	os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	log.Printf("init done in %v", time.Since(t0).Round(time.Millisecond))
+	return cfg
+}
+
+// pid1Signals handles the signals a PID 1 gets: SIGTERM and SIGPWR power
+// the guest off (after TERM, then KILL, to everything else); SIGINT
+// (ctrl-alt-del) reboots. The kernel delivers only signals PID 1 handles,
+// and the Go runtime handles all, so each one must be caught here, and
+// none may be ignored (ignored dispositions survive exec into children).
+func pid1Signals() {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, unix.SIGTERM, unix.SIGPWR, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1, unix.SIGUSR2)
+	for s := range ch {
+		switch s {
+		case unix.SIGTERM, unix.SIGPWR:
+			shutdown(unix.LINUX_REBOOT_CMD_POWER_OFF)
+		case unix.SIGINT:
+			shutdown(unix.LINUX_REBOOT_CMD_RESTART)
+		default:
+			log.Printf("ignoring %v", s)
+		}
+	}
+}
+
+func shutdown(cmd int) {
+	log.Printf("shutting down")
+	syscall.Kill(-1, syscall.SIGTERM)
+	time.Sleep(500 * time.Millisecond)
+	syscall.Kill(-1, syscall.SIGKILL)
+	unix.Sync()
+	if err := unix.Reboot(cmd); err != nil {
+		log.Printf("reboot: %v", err)
+	}
+}
