@@ -106,7 +106,7 @@ func Open(ctx context.Context, n Node, flags OpenFlags) (Handle, error) {
 	src, canRead := n.(Source)
 	sink, canWrite := n.(Sink)
 	if (flags.Readable() && !canRead) || (flags.Writable() && !canWrite) {
-		return nil, syscall.EACCES
+		return nil, errAccess
 	}
 	return &fileHandle{text: textHandle{src: src}, sink: sink}, nil
 }
@@ -125,7 +125,7 @@ func (h *fileHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 // Write implements Handle.Write.
 func (h *fileHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.sink == nil {
-		return 0, syscall.EBADF
+		return 0, errBadFD
 	}
 	if err := h.sink.Message(ctx, p); err != nil {
 		return 0, err
@@ -136,8 +136,12 @@ func (h *fileHandle) Write(ctx context.Context, p []byte, off int64) (int, error
 // Close implements Handle.Close.
 func (h *fileHandle) Close() error { return nil }
 
-// errNotFound is returned by lookups of names a directory does not have.
-var errNotFound error = syscall.ENOENT
+// Errors of the node model itself (ctl's carry their own errno).
+var (
+	errNotFound error = syscall.ENOENT // no such name in a directory
+	errAccess   error = syscall.EACCES // open for an access the file does not offer
+	errBadFD    error = syscall.EBADF  // write on a read-only open, or the reverse
+)
 
 // IsNotFound reports whether err means "no such file".
 func IsNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }

@@ -65,7 +65,7 @@ func NewRemote(c io.ReadWriteCloser, token string) (*Remote, error) {
 }
 
 // Root returns the remote tree's root directory.
-func (r *Remote) Root() sfs.Dir { return &remoteNode{r: r, attr: sfs.Attr{Mode: iofs.ModeDir | 0o555}} }
+func (r *Remote) Root() sfs.Dir { return &remoteDir{remoteNode{r: r}} }
 
 // Close closes the connection; open handles then fail.
 func (r *Remote) Close() error { return r.client.Close() }
@@ -95,16 +95,21 @@ func fromP9Attr(a p9.Attr) sfs.Attr {
 	}
 }
 
-// remoteNode is one remote file or directory, by path.
+// remoteNode is what remote files and directories share: a path.
 type remoteNode struct {
 	r     *Remote
 	names []string // path from the attach root
-	attr  sfs.Attr // as of the walk that found it
 }
 
+// remoteDir is a remote directory.
+type remoteDir struct{ remoteNode }
+
+// remoteFile is a remote file.
+type remoteFile struct{ remoteNode }
+
 var (
-	_ sfs.Dir    = (*remoteNode)(nil)
-	_ sfs.Opener = (*remoteNode)(nil)
+	_ sfs.Dir    = (*remoteDir)(nil)
+	_ sfs.Opener = (*remoteFile)(nil)
 )
 
 // walk returns a new fid for the node's path and its attributes.
@@ -139,19 +144,21 @@ func (n *remoteNode) Stat(ctx context.Context) (sfs.Attr, error) {
 }
 
 // Lookup implements fs.Dir.Lookup.
-func (n *remoteNode) Lookup(ctx context.Context, name string) (sfs.Node, error) {
-	c := &remoteNode{r: n.r, names: append(append([]string(nil), n.names...), name)}
+func (n *remoteDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
+	c := remoteNode{r: n.r, names: append(append([]string(nil), n.names...), name)}
 	f, a, err := c.walk()
 	if err != nil {
 		return nil, err
 	}
 	f.Close()
-	c.attr = a
-	return c, nil
+	if a.Mode.IsDir() {
+		return &remoteDir{c}, nil
+	}
+	return &remoteFile{c}, nil
 }
 
 // List implements fs.Dir.List.
-func (n *remoteNode) List(ctx context.Context) ([]sfs.Dirent, error) {
+func (n *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
 	f, _, err := n.walk()
 	if err != nil {
 		return nil, err
@@ -185,8 +192,8 @@ func (n *remoteNode) List(ctx context.Context) ([]sfs.Dirent, error) {
 }
 
 // Open implements fs.Opener.Open.
-func (n *remoteNode) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
-	h := &remoteHandle{n: n, flags: flags}
+func (n *remoteFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
+	h := &remoteHandle{n: &n.remoteNode, flags: flags}
 	if err := h.reopen(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,36 @@
+// Package fs is sandfs's file tree, independent of any transport: the node
+// model (Node, Dir, Opener, Source, Sink, Handle), directory tables, the
+// text and message helpers, and one file per file kind of the tree that
+// presents the control plane (package ctl). Adapters turn it into 9P
+// (fs/ninep) and FUSE (fs/fusefs); see docs/filesystem.md for the files.
+//
+//	/ctl                          ctlFile        global verbs; read: help, or the reply to the last write
+//	/clone                        cloneFile      open: reserve a sandbox; read: its id; write: its ctl
+//	/err                          errFile        last failed request on /ctl or /clone
+//	/sandboxes/                   sandboxesDir   one directory per sandbox
+//	/sandboxes/<id>/ctl           sandboxCtlFile verbs; read: "<id> <state>"
+//	/sandboxes/<id>/status        statusFile     one line, fixed field order
+//	/sandboxes/<id>/err           errFile        last failed request on this sandbox
+//	/sandboxes/<id>/wait          waitFile       blocks until the state changes, then one line
+//	/templates/ /snapshots/ /worlds/  EmptyDir   (registries to come)
+//
+// Adding a file kind: write one file with its type (a Source for text, a
+// Sink for messages, an Opener for per-open state), then add one row to
+// its directory's table (rootTable in root.go, sandboxTable in sandbox.go).
+// A row may return any Dir, including a remote tree (ninep.Remote), which
+// is how a guest agent's procs/ and fs/ will be bound into a sandbox.
+//
+// Lifetimes: nodes are cheap values made at every lookup and hold no
+// per-open state; handles own what an open allocated. A sandbox reserved
+// by opening /clone lives as long as that open unless it was started
+// (ctl's Release); a started sandbox lives until `kill` and `rm`. A
+// handle on a removed sandbox keeps working for reads (state removed).
+//
+// Blocking reads (wait) end when their context ends: the FUSE request is
+// interrupted, the 9P read is flushed or its fid clunked, or the
+// connection ends.
+//
+// Lock order: Tree.mu, textHandle.mu and cloneHandle.mu are leaves; ctl's
+// locks are taken only by calling into ctl, never while holding ours,
+// except textHandle.mu, held across Source.Text (which may call ctl).
+package fs

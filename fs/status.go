@@ -1,0 +1,30 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	iofs "io/fs"
+
+	"sandfs/ctl"
+)
+
+// statusFile serves /sandboxes/<id>/status, one line in fixed field order
+// (ctl.Sandbox.Status; new fields only ever go at the end), e.g.
+//
+//	box1 running template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242
+type statusFile struct {
+	sb   *ctl.Sandbox
+	mode iofs.FileMode
+}
+
+var _ Source = (*statusFile)(nil)
+
+// Stat implements Node.Stat.
+func (f *statusFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+
+// Text implements Source.
+func (f *statusFile) Text(ctx context.Context, b *bytes.Buffer) error {
+	b.WriteString(f.sb.Status())
+	b.WriteByte('\n')
+	return nil
+}

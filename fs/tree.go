@@ -1,0 +1,68 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	iofs "io/fs"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"sandfs/ctl"
+)
+
+// Tree is the sandfs file tree over one control plane.
+type Tree struct {
+	plane *ctl.Plane
+	log   *slog.Logger
+
+	mu      sync.Mutex // protects lastErr
+	lastErr string     // text of the last failed request on /ctl or /clone
+}
+
+// New returns the tree of plane p. log may be nil (discard).
+func New(p *ctl.Plane, log *slog.Logger) *Tree {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Tree{plane: p, log: log}
+}
+
+// Root returns the root directory.
+func (t *Tree) Root() Dir { return rootTable.Dir(t, 0o555) }
+
+// fail records a failed request on /ctl or /clone for /err. ctl has
+// already logged it.
+func (t *Tree) fail(err error) {
+	t.mu.Lock()
+	t.lastErr = err.Error()
+	t.mu.Unlock()
+}
+
+// Err is the text of /err, without newline.
+func (t *Tree) Err() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastErr
+}
+
+// Walk returns the node at slash-separated path p under root, for tools
+// and tests that use the tree in-process.
+func Walk(ctx context.Context, root Node, p string) (Node, error) {
+	n := root
+	for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
+		if name == "" {
+			continue
+		}
+		d, ok := n.(Dir)
+		if !ok {
+			return nil, fmt.Errorf("walk %s: %w", p, iofs.ErrInvalid)
+		}
+		c, err := d.Lookup(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		n = c
+	}
+	return n, nil
+}

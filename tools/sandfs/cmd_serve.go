@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"sandfs/ctl"
+	sfs "sandfs/fs"
+	"sandfs/fs/fusefs"
+	"sandfs/fs/ninep"
+)
+
+func init() {
+	register("serve", "run the daemon: the file tree over 9P (and FUSE)", runServe)
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// envOr returns $key, or def when unset or empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func runServe(args []string) int {
+	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
+	state := fl.String("state", "/var/lib/sandfs", "state directory")
+	var listens listFlag
+	fl.Var(&listens, "listen", "9P listener, unix:PATH or tcp:HOST:PORT (repeatable; default unix:/run/sandfs/sandfs.sock)")
+	mnt := fl.String("mount", "", "also mount the tree with FUSE at this directory (created if missing), e.g. /mnt/sandfs")
+	tokenFile := fl.String("token-file", "", "file holding the TCP token (default: STATE/token, generated if missing)")
+	kernel := fl.String("kernel", envOr("SANDFS_KERNEL", "/opt/sandfs/build/vmlinuz"), "guest kernel for the VMM runtime")
+	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", "/opt/sandfs/build/templates"), "template directory for the VMM runtime")
+	debug := fl.Bool("debug", false, "log at debug level")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if fl.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: sandfs serve [flags]")
+		fl.PrintDefaults()
+		return 2
+	}
+	if len(listens) == 0 {
+		listens = listFlag{"unix:/run/sandfs/sandfs.sock"}
+	}
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(log, serveConfig{
+		state: *state, listens: listens, mount: *mnt, tokenFile: *tokenFile,
+		kernel: *kernel, templates: *templates,
+	}); err != nil {
+		log.Error("serve: " + err.Error())
+		return 1
+	}
+	return 0
+}
+
+type serveConfig struct {
+	state     string
+	listens   []string
+	mount     string
+	tokenFile string
+	kernel    string
+	templates string
+}
+
+// serve runs the daemon until SIGINT or SIGTERM.
+func serve(log *slog.Logger, c serveConfig) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if err := os.MkdirAll(c.state, 0o700); err != nil {
+		return err
+	}
+	// No VMM runtime exists yet: `new` and `start` fail with ENODEV
+	// until one is passed here (with c.kernel and c.templates).
+	log.Info("serve: no VMM runtime yet; sandboxes cannot start", "kernel", c.kernel, "templates", c.templates)
+	plane, err := ctl.Open(c.state, nil, log)
+	if err != nil {
+		return fmt.Errorf("state %s: %w", c.state, err)
+	}
+	defer plane.Close()
+	tree := sfs.New(plane, log)
+	srv := ninep.NewServer(tree.Root(), log)
+
+	var token string
+	for _, l := range c.listens {
+		if strings.HasPrefix(l, "tcp:") {
+			if token, err = loadToken(c.state, c.tokenFile); err != nil {
+				return err
+			}
+			break
+		}
+	}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, len(c.listens))
+	var sockets []string
+	defer func() {
+		for _, s := range sockets {
+			os.Remove(s)
+		}
+	}()
+	for _, addr := range c.listens {
+		l, err := listen(addr)
+		if err != nil {
+			return err
+		}
+		tok := ""
+		if strings.HasPrefix(addr, "tcp:") {
+			tok = token
+		} else {
+			sockets = append(sockets, strings.TrimPrefix(addr, "unix:"))
+		}
+		log.Info("serve: 9P listening", "addr", addr, "token", tok != "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ctx, l, tok); err != nil {
+				errc <- fmt.Errorf("9P %s: %w", addr, err)
+			}
+		}()
+	}
+
+	var m *fusefs.Mount
+	if c.mount != "" {
+		if m, err = mountTree(c.mount, tree.Root(), log); err != nil {
+			stop()
+			wg.Wait()
+			return err
+		}
+		log.Info("serve: FUSE mounted", "dir", c.mount)
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("serve: signal received, shutting down")
+	case err = <-errc:
+		log.Error("serve: " + err.Error())
+	}
+	stop()
+	if m != nil {
+		if uerr := m.Unmount(); uerr != nil {
+			log.Error("serve: unmount", "dir", c.mount, "err", uerr)
+		} else {
+			log.Info("serve: FUSE unmounted", "dir", c.mount)
+		}
+	}
+	wg.Wait()
+	return err
+}
+
+// mountTree mounts root at dir, creating dir and clearing a stale mount a
+// crashed daemon left there.
+func mountTree(dir string, root sfs.Dir, log *slog.Logger) (*fusefs.Mount, error) {
+	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+		log.Warn("serve: clearing stale mount", "dir", dir)
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	m, err := fusefs.New(dir, root, fusefs.Options{AllowOther: true, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// listen opens a 9P listener. A unix socket's directory is created and a
+// stale socket file (nobody answering) replaced; the socket is mode 0660.
+func listen(addr string) (net.Listener, error) {
+	network, address, ok := strings.Cut(addr, ":")
+	switch {
+	case !ok:
+	case network == "tcp":
+		return net.Listen("tcp", address)
+	case network == "unix":
+		if err := os.MkdirAll(filepath.Dir(address), 0o755); err != nil {
+			return nil, err
+		}
+		if c, err := net.Dial("unix", address); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen %s: another daemon is serving it", addr)
+		}
+		os.Remove(address)
+		l, err := net.Listen("unix", address)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(address, 0o660); err != nil {
+			l.Close()
+			return nil, err
+		}
+		return l, nil
+	}
+	return nil, fmt.Errorf("listen: bad address %q (want unix:PATH or tcp:HOST:PORT)", addr)
+}
+
+// loadToken returns the TCP token: the content of file if given, else of
+// STATE/token, which is generated (32 hex digits, mode 0600) if missing.
+func loadToken(state, file string) (string, error) {
+	if file == "" {
+		file = filepath.Join(state, "token")
+		if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+			b := make([]byte, 16)
+			rand.Read(b)
+			if err := os.WriteFile(file, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+				return "", err
+			}
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, "/ \t\n") {
+		return "", fmt.Errorf("token: %s must hold one word without '/'", file)
+	}
+	return tok, nil
+}
