@@ -1,13 +1,55 @@
-# sandfs build and test entry points. See README.md.
+# sandfs build and test entry points. See README.md and docs/lab.md.
+#
+#   make test    build everything (binaries, kernel, template), run host tests,
+#                then the lab-only test binaries inside one lab boot
+#   make run     start sandfs (natively, or inside the lab where the host
+#                cannot run guests) and mount the tree at /mnt/sandfs
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build test test-unit run clean
+.PHONY: build kernel template lab probe test test-unit test-lab run clean
+
+# bin/sandfs-init exists once ./guest/cmd/sandfs-init does.
 build:
 	$(GO) build -o bin/sandfs ./tools/sandfs
+	@if [ -d guest/cmd/sandfs-init ]; then \
+		echo "$(GO) build -o bin/sandfs-init ./guest/cmd/sandfs-init"; \
+		$(GO) build -o bin/sandfs-init ./guest/cmd/sandfs-init; \
+	else echo "make: no ./guest/cmd/sandfs-init yet; skipping bin/sandfs-init"; fi
 
+# build/vmlinuz: the one kernel (guest and lab). Cached; second run instant.
+kernel:
+	tools/kernel/build.sh
+
+# build/templates/base.ext4 (installs bin/sandfs-init as /sbin/init).
+template: build
+	tools/template/build.sh base
+
+# Everything `sandfs lab -- CMD` needs.
+lab: build kernel
+
+probe: build
+	bin/sandfs probe
+
+# Host tests. -race needs cgo, so this target turns it back on.
 test-unit:
-	$(GO) test -race ./...
+	CGO_ENABLED=1 $(GO) test -race ./...
+
+# Lab test binaries (packages in test/lab-packages) in one lab boot.
+test-lab: lab template
+	tools/lab/test-lab.sh
+
+# Both stages always run; the target fails if either failed.
+test: build kernel template
+	@echo "== make test: host tests (go test -race ./...)"; \
+	$(MAKE) --no-print-directory test-unit; unit=$$?; \
+	echo "== make test: lab tests (test/lab-packages, one lab boot)"; \
+	tools/lab/test-lab.sh; labrc=$$?; \
+	echo "== make test: host tests exit $$unit, lab tests exit $$labrc"; \
+	[ $$unit = 0 ] && [ $$labrc = 0 ]
+
+run: build kernel template
+	tools/lab/run.sh
 
 clean:
 	rm -rf bin build
