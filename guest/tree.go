@@ -246,5 +246,5 @@ func (d *procDir) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // Rename implements p9.File.Rename (never called by the server).
-func (s *synth) Rename(p9.File, string) error { return linux.EPERM }
+func (s *synth) Rename(p9.File, string) error    { return linux.EPERM }
 func (d *synthDir) Rename(p9.File, string) error { return linux.EPERM }

@@ -1,0 +1,171 @@
+package guest
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+)
+
+func TestFSAllBytes(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	data := make([]byte, 256*4)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	_, d, err := root.Walk([]string{"fs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Mkdir("sub", 0o750, p9.NoUID, p9.NoGID); err != nil {
+		t.Fatal(err)
+	}
+	_, sub, err := d.Walk([]string{"sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sub2, _ := sub.Walk(nil) // Create turns the client's fid into the new file
+	f, _, _, err := sub2.Create("bytes", p9.ReadWrite, 0o640, p9.NoUID, p9.NoGID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.WriteAt(data, 0); err != nil || n != len(data) {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	f.Close()
+	if got := readFile(t, root, "fs/sub/bytes"); got != string(data) {
+		t.Errorf("read back %d bytes, differ", len(got))
+	}
+	onDisk, err := os.ReadFile(filepath.Join(ts.root, "sub/bytes"))
+	if !bytes.Equal(onDisk, data) {
+		t.Errorf("on disk: %v, %d bytes", err, len(onDisk))
+	}
+	fi, _ := os.Stat(filepath.Join(ts.root, "sub/bytes"))
+	if fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640 exactly", fi.Mode())
+	}
+	fi, _ = os.Stat(filepath.Join(ts.root, "sub"))
+	if fi.Mode().Perm() != 0o750 {
+		t.Errorf("dir mode %v, want 0750", fi.Mode())
+	}
+
+	// getattr, setattr (truncate, chmod), rename, symlink, readlink, readdir, unlink, statfs.
+	_, bf, _ := root.Walk([]string{"fs", "sub", "bytes"})
+	if _, _, a, err := bf.GetAttr(p9.AttrMaskAll); err != nil || a.Size != uint64(len(data)) {
+		t.Errorf("getattr: %v size %d", err, a.Size)
+	}
+	if err := bf.SetAttr(p9.SetAttrMask{Size: true, Permissions: true}, p9.SetAttr{Size: 10, Permissions: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ = os.Stat(filepath.Join(ts.root, "sub/bytes"))
+	if fi.Size() != 10 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("after setattr: %d %v", fi.Size(), fi.Mode())
+	}
+	if err := sub.RenameAt("bytes", d, "moved"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Symlink("moved", "link", p9.NoUID, p9.NoGID); err != nil {
+		t.Fatal(err)
+	}
+	_, lf, err := d.Walk([]string{"link"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := lf.Readlink(); s != "moved" || err != nil {
+		t.Errorf("readlink = %q, %v", s, err)
+	}
+	dd := openFile(t, root, "fs", p9.ReadOnly)
+	ents, err := dd.Readdir(0, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]p9.QIDType{}
+	for _, e := range ents {
+		names[e.Name] = e.Type
+	}
+	if len(names) != 3 || names["sub"] != p9.TypeDir || names["link"] != p9.TypeSymlink || names["moved"] != p9.TypeRegular {
+		t.Errorf("readdir fs/ = %v", names)
+	}
+	if err := d.UnlinkAt("link", 0); err != nil {
+		t.Error(err)
+	}
+	if err := d.UnlinkAt("sub", 0x200); err != nil { // AT_REMOVEDIR
+		t.Error(err)
+	}
+	if _, err := d.StatFS(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestFSConfinement(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	r := ts.root
+	os.Mkdir(filepath.Join(r, "d"), 0o755)
+	os.WriteFile(filepath.Join(r, "d/f"), []byte("inside"), 0o644)
+	os.Symlink("/etc", filepath.Join(r, "abs"))
+	os.Symlink("/etc/passwd", filepath.Join(r, "absfile"))
+	os.Symlink("../../../../../../..", filepath.Join(r, "d/up"))
+	os.Symlink("l2", filepath.Join(r, "l1"))
+	os.Symlink("l1", filepath.Join(r, "l2"))
+	for _, path := range [][]string{
+		{"fs", ".."},
+		{"fs", "d", ".."},
+		{"fs", "d", "..", ".."},
+		{"fs", "abs", "passwd"},
+		{"fs", "d", "up", "etc"},
+		{"fs", "l1", "x"},
+		{"fs", "/etc"},
+		{"fs", "d/f"},
+		{"fs", "."},
+	} {
+		if _, f, err := root.Walk(path); err == nil {
+			f.Close()
+			t.Errorf("walk %q succeeded", path)
+		}
+	}
+	// Symlinks are returned as symlinks, never opened through.
+	for _, name := range []string{"abs", "absfile", "l1", "d/up"} {
+		f, err := walk(t, root, "fs/"+name)
+		if err != nil {
+			t.Errorf("walk %s: %v", name, err)
+			continue
+		}
+		if _, _, err := f.Open(p9.ReadOnly); err == nil {
+			t.Errorf("open %s (a symlink) succeeded", name)
+		}
+		if _, _, a, _ := f.GetAttr(p9.AttrMaskAll); a.Mode.FileType() != p9.ModeSymlink {
+			t.Errorf("%s: mode %v, want a symlink", name, a.Mode)
+		}
+		f.Close()
+	}
+	// Creating through a symlinked directory fails; names with / fail.
+	_, a, _ := root.Walk([]string{"fs", "abs"})
+	if _, _, _, err := a.Create("x", p9.ReadWrite, 0o644, p9.NoUID, p9.NoGID); err == nil {
+		t.Error("create through symlink to /etc succeeded")
+	}
+	if _, err := a.Mkdir("x", 0o755, p9.NoUID, p9.NoGID); err == nil {
+		t.Error("mkdir through symlink succeeded")
+	}
+	_, d, _ := root.Walk([]string{"fs"})
+	for _, name := range []string{"../x", "..", "a/b", ""} {
+		if _, _, _, err := d.Create(name, p9.ReadWrite, 0o644, p9.NoUID, p9.NoGID); err == nil {
+			t.Errorf("create %q succeeded", name)
+		}
+	}
+	if err := d.RenameAt("d", d, "../escaped"); err == nil {
+		t.Error("rename to ../escaped succeeded")
+	}
+	// A symlink planted at a name cannot redirect a create (O_EXCL|O_NOFOLLOW).
+	if _, _, _, err := d.Create("absfile", p9.ReadWrite|p9.OpenFlags(os.O_TRUNC), 0o644, p9.NoUID, p9.NoGID); !errors.Is(err, linux.EEXIST) {
+		t.Errorf("create over a symlink: %v, want EEXIST", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(r), "escaped")); err == nil {
+		t.Error("something escaped the root")
+	}
+}
