@@ -1,0 +1,271 @@
+package vmm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"sandfs/vmm/boot"
+	"sandfs/vmm/kvm"
+)
+
+// kickSignal interrupts a vCPU thread's KVM_RUN. A real-time signal the Go
+// runtime does not use (it uses SIGURG for preemption, which also makes
+// KVM_RUN return EINTR: harmless, the loop re-enters). Go installs a handler
+// for it; Notify makes sure it is caught, never fatal.
+const kickSignal = syscall.Signal(40) // SIGRTMIN+8 in glibc numbering
+
+func init() {
+	signal.Notify(make(chan os.Signal, 1), kickSignal)
+}
+
+type eventKind int
+
+const (
+	evPause eventKind = iota
+	evResume
+	evSave
+	evStop
+)
+
+// event is one request to a vCPU goroutine; the reply comes on reply.
+type event struct {
+	kind  eventKind
+	reply chan reply
+}
+
+type reply struct {
+	state *VCPUState
+	err   error
+}
+
+// vcpu is one virtual CPU and the goroutine (locked to its OS thread) that
+// runs it.
+type vcpu struct {
+	m      *Machine
+	k      *kvm.VCPU
+	id     int
+	tid    atomic.Int32
+	events chan event
+	exited chan struct{} // closed when the goroutine has returned
+	cpuid  []kvm.CPUIDEntry
+}
+
+// setup gives a fresh vCPU its CPUID, MSRs, FPU and LAPIC; the boot CPU
+// also gets the 64-bit entry state of the boot protocol.
+func (c *vcpu) setup(supported []kvm.CPUIDEntry, cpus int, bp *boot.Params) error {
+	c.cpuid = normalizeCPUID(supported, c.id, cpus)
+	if err := c.k.SetCPUID2(c.cpuid); err != nil {
+		return err
+	}
+	if err := c.k.SetMSRs([]kvm.MSR{
+		{Index: kvm.MSRIA32SysenterCS}, {Index: kvm.MSRIA32SysenterESP}, {Index: kvm.MSRIA32SysenterEIP},
+		{Index: kvm.MSRSTAR}, {Index: kvm.MSRCSTAR}, {Index: kvm.MSRKernelGSBase},
+		{Index: kvm.MSRSyscallMask}, {Index: kvm.MSRLSTAR}, {Index: kvm.MSRIA32TSC},
+		{Index: kvm.MSRIA32MiscEnable, Data: kvm.MiscEnableFastString},
+		{Index: kvm.MSRMTRRDefType, Data: 1<<11 | 6}, // MTRRs on, default write-back
+	}); err != nil {
+		return err
+	}
+	if err := c.k.SetFPU(kvm.FPU{FCW: 0x37f, MXCSR: 0x1f80}); err != nil {
+		return err
+	}
+	// LAPIC: LINT0 = ExtINT (the PIC), LINT1 = NMI, as the MP table says.
+	l, err := c.k.GetLAPIC()
+	if err != nil {
+		return err
+	}
+	setLVT(&l, 0x350, 7) // ExtINT
+	setLVT(&l, 0x360, 4) // NMI
+	if err := c.k.SetLAPIC(l); err != nil {
+		return err
+	}
+	if c.id != 0 || bp == nil {
+		return nil // APs wait for INIT/SIPI from the boot CPU
+	}
+	if err := c.k.SetRegs(kvm.Regs{RFLAGS: 2, RIP: bp.Entry, RSI: bp.ZeroPage,
+		RSP: boot.BootStackAddr, RBP: boot.BootStackAddr}); err != nil {
+		return err
+	}
+	s, err := c.k.GetSregs()
+	if err != nil {
+		return err
+	}
+	code := kvm.Segment{Base: 0, Limit: 0xffffffff, Selector: boot.SelectorCode, Type: 11,
+		Present: 1, S: 1, L: 1, G: 1}
+	data := kvm.Segment{Base: 0, Limit: 0xffffffff, Selector: boot.SelectorData, Type: 3,
+		Present: 1, S: 1, DB: 1, G: 1}
+	s.CS = code
+	s.DS, s.ES, s.FS, s.GS, s.SS = data, data, data, data, data
+	s.TR = kvm.Segment{Base: 0, Limit: 0xffffffff, Selector: boot.SelectorTSS, Type: 11, Present: 1, G: 1}
+	s.GDT = kvm.DTable{Base: boot.GDTAddr, Limit: uint16(len(boot.GDT)*8 - 1)}
+	s.IDT = kvm.DTable{Base: boot.IDTAddr, Limit: 7}
+	s.CR0 = boot.CR0PE | boot.CR0ET | boot.CR0PG
+	s.CR3 = boot.PML4Addr
+	s.CR4 = boot.CR4PAE
+	s.EFER = boot.EFERLME | boot.EFERLMA
+	return c.k.SetSregs(s)
+}
+
+func setLVT(l *kvm.LAPIC, reg int, mode uint32) {
+	v := uint32(l.Regs[reg]) | uint32(l.Regs[reg+1])<<8 | uint32(l.Regs[reg+2])<<16 | uint32(l.Regs[reg+3])<<24
+	v = v&^0x700 | mode<<8
+	l.Regs[reg], l.Regs[reg+1], l.Regs[reg+2], l.Regs[reg+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// kick makes the vCPU leave KVM_RUN soon: immediate_exit covers the window
+// before it enters, the signal the time inside. The event must already be
+// queued.
+func (c *vcpu) kick() {
+	c.k.SetImmediateExit(true)
+	if tid := c.tid.Load(); tid != 0 {
+		_ = unix.Tgkill(os.Getpid(), int(tid), kickSignal) // ESRCH: thread gone, vCPU ended
+	}
+}
+
+// request sends one event to the vCPU and waits for its reply.
+func (c *vcpu) request(kind eventKind) (reply, error) {
+	ev := event{kind: kind, reply: make(chan reply, 1)}
+	select {
+	case c.events <- ev:
+	case <-c.exited:
+		return reply{}, ErrEnded
+	}
+	c.kick()
+	select {
+	case r := <-ev.reply:
+		return r, r.err
+	case <-c.exited:
+		return reply{}, ErrEnded
+	}
+}
+
+// loop runs the vCPU until the machine stops. paused says whether it starts
+// parked (a restore waits for Resume).
+func (c *vcpu) loop(paused bool) {
+	runtime.LockOSThread()
+	// Never unlocked: the thread carried signal-interrupted KVM state and
+	// exits with the goroutine.
+	c.tid.Store(int32(unix.Gettid()))
+	defer close(c.exited)
+	if paused {
+		if !c.parked() {
+			return
+		}
+	}
+	for {
+		err := c.k.Run()
+		if err != nil {
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+				c.k.SetImmediateExit(false)
+				if !c.drain() {
+					return
+				}
+				continue
+			}
+			c.m.end(ExitError, fmt.Errorf("vcpu %d: %w", c.id, err))
+			return
+		}
+		if !c.exit() {
+			return
+		}
+	}
+}
+
+// drain handles queued events; false means stop the goroutine.
+func (c *vcpu) drain() bool {
+	for {
+		select {
+		case <-c.m.done:
+			return false
+		case ev := <-c.events:
+			switch ev.kind {
+			case evPause:
+				_ = c.k.KVMClockCtrl() // EINVAL without kvmclock: fine
+				ev.reply <- reply{}
+				if !c.parked() {
+					return false
+				}
+			case evStop:
+				ev.reply <- reply{}
+				return false
+			default:
+				ev.reply <- reply{err: fmt.Errorf("vcpu %d: not paused", c.id)}
+			}
+		default:
+			return true
+		}
+	}
+}
+
+// parked waits, out of KVM_RUN, for Resume or Stop and serves Save
+// meanwhile; false means stop.
+func (c *vcpu) parked() bool {
+	for {
+		var ev event
+		select {
+		case <-c.m.done:
+			return false
+		case ev = <-c.events:
+		}
+		switch ev.kind {
+		case evResume:
+			c.k.SetImmediateExit(false)
+			ev.reply <- reply{}
+			return true
+		case evStop:
+			ev.reply <- reply{}
+			return false
+		case evSave:
+			st, err := c.save()
+			ev.reply <- reply{state: st, err: err}
+		case evPause:
+			ev.reply <- reply{} // already paused
+		}
+	}
+}
+
+// exit dispatches one KVM exit; false means the machine ended.
+func (c *vcpu) exit() bool {
+	m := c.m
+	switch r := c.k.ExitReason(); r {
+	case kvm.ExitIO:
+		io := c.k.IOExit()
+		m.pio(io)
+	case kvm.ExitMMIO:
+		mm := c.k.MMIOExit()
+		m.mmio(mm)
+	case kvm.ExitHLT, kvm.ExitIntr, kvm.ExitIRQWindowOpen:
+	case kvm.ExitShutdown:
+		m.end(ExitReset, nil) // triple fault: the guest reset itself
+		return false
+	case kvm.ExitSystemEvent:
+		switch c.k.SystemEvent() {
+		case kvm.SystemEventShutdown:
+			m.end(ExitPoweroff, nil)
+		case kvm.SystemEventReset:
+			m.end(ExitReset, nil)
+		default:
+			m.end(ExitCrash, nil)
+		}
+		return false
+	case kvm.ExitFailEntry, kvm.ExitInternalError:
+		m.end(ExitError, fmt.Errorf("vcpu %d: KVM exit %d, data %#x", c.id, r, c.k.ExitData(4)))
+		return false
+	default:
+		m.end(ExitError, fmt.Errorf("vcpu %d: unexpected KVM exit %d", c.id, r))
+		return false
+	}
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
+}
