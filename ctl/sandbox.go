@@ -23,7 +23,8 @@ type Sandbox struct {
 	op sync.Mutex
 
 	// mu protects the following fields; held only briefly. They change
-	// only with op held too, so op holders may read them without mu.
+	// only with op held too, so op holders may read them without mu,
+	// except err, which a failed request sets under mu alone.
 	mu       sync.Mutex
 	state    State
 	cfg      Config // as given; Defaults applied at start
@@ -212,8 +213,11 @@ func (s *Sandbox) setState(to State, mut func()) {
 	s.mu.Unlock()
 }
 
-// recordLocked returns the record for s in state st. op held.
+// recordLocked returns the record for s in state st. op held; takes mu
+// (err changes without op).
 func (s *Sandbox) recordLocked(st State) record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	c := s.cfg.Defaults()
 	return record{ID: s.id, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
 		World: c.World, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err}
