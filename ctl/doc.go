@@ -54,9 +54,11 @@
 //
 // # Restart
 //
-// Open loads every record. Sandboxes recorded as creating, running, paused
-// or stopping are re-attached if the Runtime implements Reattacher and
-// succeeds, otherwise they are dead with err "daemon restarted". Corrupt
+// Open loads every record. Sandboxes recorded as running, paused or
+// stopping are re-attached if the Runtime implements Reattacher and
+// succeeds (a stopping one is then stopped, a deadline that passed while
+// the daemon was away fires at once); otherwise, and always for creating,
+// they are dead with err "daemon restarted". Corrupt
 // records are logged and skipped (never deleted; their ids stay taken).
 //
 // # Lock order

@@ -38,9 +38,10 @@ type Plane struct {
 
 // Open opens (creating if needed) the state directory dir, takes its lock
 // (EBUSY if another Plane, in this or another process, holds it) and
-// loads the recorded sandboxes. Records of sandboxes that were creating,
-// running, paused or stopping are re-attached through rt if it implements
-// Reattacher, otherwise they come back dead with err "daemon restarted".
+// loads the recorded sandboxes. Records of sandboxes that were running,
+// paused or stopping are re-attached through rt if it implements
+// Reattacher; otherwise (and always when they were creating) they come
+// back dead with err "daemon restarted".
 // Corrupt records are logged and skipped, never deleted (their ids stay
 // taken). rt may be nil: everything works except creating sandboxes,
 // which fails with ENODEV. log may be nil (discard).
@@ -187,8 +188,10 @@ func (p *Plane) Err() string {
 
 // Clone reserves a new sandbox in state new, with a generated id and the
 // default config, for an open of /clone. The handle's writes go to the
-// sandbox's Ctl (configure verbs, then start); call Release when the
-// handle is closed. A failure's text becomes the plane's Err.
+// sandbox's Ctl (configure verbs, then start), whose failures go to the
+// sandbox's Err like any write to its ctl; call Release when the handle
+// is closed. A failure of Clone itself (ENODEV without a runtime) becomes
+// the plane's Err.
 func (p *Plane) Clone(ctx context.Context) (*Sandbox, error) {
 	s, err := p.create("", Config{}, "clone")
 	if err != nil {

@@ -41,9 +41,10 @@ type Runtime interface {
 // Reattacher is optionally implemented by a Runtime that can find machines
 // which outlived a daemon restart (for example a VMM process whose socket
 // is in s.Dir). Open calls Reattach for each sandbox recorded as running,
-// paused or stopping; on error the sandbox is marked dead with reason
-// "daemon restarted" (and the error logged). Without Reattacher every such
-// sandbox comes back dead.
+// paused or stopping (a sandbox that was creating is not re-attached); on
+// error the sandbox is marked dead with reason "daemon restarted" (and the
+// error logged). Without Reattacher every such sandbox comes back dead.
+// The returned machine must be in the recorded state (running or paused).
 type Reattacher interface {
 	Reattach(ctx context.Context, s Spec) (Machine, error)
 }
@@ -67,7 +68,8 @@ type Machine interface {
 }
 
 // Pider is optionally implemented by a Machine backed by a process (the
-// per-sandbox VMM); its pid is shown in status.
+// per-sandbox VMM); its pid is shown in status. Pid is called with a lock
+// held and must return at once.
 type Pider interface {
 	Pid() int
 }

@@ -20,8 +20,8 @@ import "slices"
 //	stopping   dead       the machine ended
 //	dead       removed    rm
 //
-// After a daemon restart, a sandbox recorded as creating, running, paused
-// or stopping is re-attached (same state) or becomes dead with err
+// After a daemon restart, a sandbox recorded as running, paused or
+// stopping is re-attached (same state) or becomes dead with err
 // "daemon restarted". removed is never on disk: it is what a *Sandbox
 // handle reports once its record is gone.
 type State string
