@@ -65,6 +65,7 @@ func (h *cloneHandle) Write(ctx context.Context, p []byte, off int64) (int, erro
 		h.t.fail(err)
 		return 0, err
 	}
+	h.text.restartAt(off + int64(len(p)))
 	return len(p), nil
 }
 

@@ -77,6 +77,7 @@ func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error)
 	h.mu.Lock()
 	h.reply, h.set = reply, true
 	h.mu.Unlock()
+	h.text.restartAt(off + int64(len(p)))
 	return len(p), nil
 }
 

@@ -13,12 +13,25 @@ import (
 // reads see one consistent snapshot, and a read at offset 0 after the
 // first one generates a fresh text (so `cat` on a kept-open fd, or a
 // pread at 0, sees the current state).
+//
+// On files that are written and read through one open (/ctl, /clone),
+// a write moves the start of the text to the offset where the write
+// ended (restartAt), so that `exec 3<>ctl; echo new >&3; cat <&3` reads
+// the reply from its beginning. Reads below that offset count from 0.
 type textHandle struct {
 	src Source // nil: not readable
 
-	mu  sync.Mutex // protects the fields below
-	buf bytes.Buffer
-	gen bool // buf holds a generated text
+	mu   sync.Mutex // protects the fields below
+	buf  bytes.Buffer
+	gen  bool  // buf holds a generated text
+	base int64 // file offset of the text's first byte
+}
+
+// restartAt makes the text start again, fresh, at file offset off.
+func (t *textHandle) restartAt(off int64) {
+	t.mu.Lock()
+	t.base, t.gen = off, false
+	t.mu.Unlock()
 }
 
 // Read implements Handle.Read.
@@ -31,6 +44,9 @@ func (t *textHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if off >= t.base {
+		off -= t.base
+	}
 	if !t.gen || off == 0 {
 		t.buf.Reset()
 		if err := t.src.Text(ctx, &t.buf); err != nil {

@@ -1,0 +1,39 @@
+package fs_test
+
+import (
+	"context"
+	"sync"
+
+	"sandfs/ctl"
+	sfs "sandfs/fs"
+)
+
+// fakeRuntime starts fake machines at once; it also re-attaches every
+// recorded sandbox, like a VMM whose process outlived the daemon.
+type fakeRuntime struct{}
+
+func (fakeRuntime) Start(ctx context.Context, s ctl.Spec) (ctl.Machine, error) {
+	return newFakeMachine(), nil
+}
+
+func (fakeRuntime) Reattach(ctx context.Context, s ctl.Spec) (ctl.Machine, error) {
+	return newFakeMachine(), nil
+}
+
+type fakeMachine struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func newFakeMachine() *fakeMachine { return &fakeMachine{done: make(chan struct{})} }
+
+func (m *fakeMachine) Pause(context.Context) error  { return nil }
+func (m *fakeMachine) Resume(context.Context) error { return nil }
+func (m *fakeMachine) Stop(context.Context) error {
+	m.once.Do(func() { close(m.done) })
+	return nil
+}
+func (m *fakeMachine) Done() <-chan struct{} { return m.done }
+func (m *fakeMachine) Err() error            { return nil }
+
+func sfsNew(p *ctl.Plane) *sfs.Tree { return sfs.New(p, nil) }
