@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"testing"
 	"sync/atomic"
+	"testing"
 	"time"
 	"unsafe"
 

@@ -111,18 +111,18 @@ type Driver struct {
 
 // Queue is the driver's view of one virtqueue.
 type Queue struct {
-	Index     int
-	Size      uint16
-	Desc      uint64
-	Avail     uint64
-	UsedAddr  uint64
-	free      []uint16
-	chains    map[uint16][]uint16 // head → descriptors (or the one pointing to an indirect table)
-	writable  map[uint16][]Desc
-	availIdx  uint16
-	lastUsed  uint16
-	Indirect  bool // build chains through an indirect table
-	eventIdx  bool
+	Index    int
+	Size     uint16
+	Desc     uint64
+	Avail    uint64
+	UsedAddr uint64
+	free     []uint16
+	chains   map[uint16][]uint16 // head → descriptors (or the one pointing to an indirect table)
+	writable map[uint16][]Desc
+	availIdx uint16
+	lastUsed uint16
+	Indirect bool // build chains through an indirect table
+	eventIdx bool
 }
 
 // Desc is a writable region of a pending chain.
