@@ -188,11 +188,13 @@ func (t *Transport) ConfigChanged() {
 // protocol (a bad chain), and tells the driver. Device goroutines call it
 // and then stop touching the queues.
 func (t *Transport) Fail(err error) {
-	if t.needsReset.Swap(true) {
+	if t.needsReset.Load() {
 		return
 	}
 	slog.Warn("virtio: device needs reset", "id", t.dev.ID(), "line", t.line, "err", err)
-	t.Interrupt(IntConfigChange)
+	t.intStatus.Or(IntConfigChange)
+	t.needsReset.Store(true)
+	t.pulse()
 }
 
 // Failed reports whether Fail was called since the last reset.
