@@ -1,7 +1,147 @@
-// Package guest is the in-guest agent of sandfs: the init duties of PID 1
-// (Mounts, SetClock, SetHostname, Network, EnsureUsers, zombie reaping)
-// and a 9P2000.L server (Serve) that the host daemon binds into
-// /sandboxes/<id>/. The binary is ./guest/cmd/sandfs-init.
+// Package guest is the in-guest agent of sandfs, run as PID 1 by
+// ./guest/cmd/sandfs-init: the init duties (Mounts, SetClock, SetHostname,
+// Network, EnsureUsers, zombie reaping) and a 9P2000.L server (Serve) that
+// the host daemon binds into /sandboxes/<id>/. It speaks only files and
+// holds no policy.
 //
-// The full tree and ctl grammar are documented below (see "Tree").
+// # Boot
+//
+// sandfs-init mounts proc, sysfs, devtmpfs, devpts, /dev/shm, /tmp, /run
+// and cgroup2 (see mounts), reads /proc/cmdline (ParseCmdline: sandfs.ip,
+// sandfs.gw, sandfs.dns, sandfs.hostname, sandfs.iface, sandfs.mtu,
+// sandfs.time, sandfs.port, sandfs.debug), sets clock, host name, lo and
+// eth0 (rtnetlink), makes sure root (0) and user (1000, /home/user)
+// exist, then serves 9P on vsock port 564 (AF_VSOCK listen, any CID).
+// Failures are logged to the console and skipped; PID 1 never exits.
+//
+// # Tree
+//
+//	ctl                  write: one agent verb; read: "boot=<unix ns> now=<unix ns>"
+//	err                  text of the last failed write to ctl
+//	fs/                  the guest's root file system, read/write (passthrough)
+//	procs/clone          open: a new process slot n; read: "n\n"; write: ctl verbs
+//	procs/<n>/ctl        write: one verb; read: "n state pid\n"
+//	procs/<n>/stdin      write: bytes to the process's stdin (or its terminal)
+//	procs/<n>/stdout     read: blocking stream of output, EOF at the end
+//	procs/<n>/stderr     read: the same for stderr (empty with a pty)
+//	procs/<n>/status     read: one line, see below
+//	procs/<n>/wait       read: blocks until the process ends, then the status line
+//	procs/<n>/err        read: text of the last failed ctl write, or empty
+//
+// Agent ctl verbs (agentVerbs), for after a snapshot restore or clone:
+//
+//	time UNIXNS                  set the clock
+//	hostname NAME                host name, /etc/hostname, /etc/hosts
+//	net IFACE ADDR/PREFIX [GW]   address (replace), link up, default route
+//	dns IP...                    /etc/resolv.conf
+//
+// Process ctl verbs (ctlVerbs), one message per write; the first five
+// only in state new (EBUSY otherwise):
+//
+//	user NAME|UID[:GID]   run as (default root); groups from /etc/group;
+//	                      HOME USER LOGNAME SHELL from /etc/passwd
+//	cwd DIR               default the user's home (or /); ~ and relative
+//	                      paths are against home
+//	env K=V...            more environment, after PATH HOME USER LOGNAME
+//	                      SHELL (and TERM=xterm-256color with a pty); later wins
+//	pty on|off            new pseudo-terminal, controlling tty, new session
+//	stdin on|off          on (default): a pipe fed by the stdin file; off: /dev/null
+//	size ROWS COLS        terminal size, default 24 80; resizes a running pty
+//	start CMD [ARG...]    start (CMD looked up in the process's PATH unless it has a /)
+//	exec 'SHELL COMMAND'  start /bin/sh -c 'SHELL COMMAND'
+//	signal SIG [group]    TERM KILL INT HUP QUIT USR1 USR2 STOP CONT WINCH …,
+//	                      with or without SIG, or a number; 'group' signals
+//	                      the process group (every process runs in its own
+//	                      session); EBUSY unless running
+//	closestdin            close the stdin pipe (with a pty: send ^D); EBUSY unless running
+//	free                  forget a finished or never-started slot now; EBUSY while running
+//
+// Message syntax: words separated by blanks; single quotes quote, ” is a
+// quote inside quotes (rc(1)); quoted parts may hold newlines (scripts);
+// one trailing newline allowed; an unquoted newline (a second message),
+// NUL bytes and messages over 64 KiB are refused (EINVAL, E2BIG). Quote
+// builds arguments. Errors: EINVAL malformed, unknown verb, wrong argument
+// count or value; EBUSY wrong state; ENOENT no such user, cwd, command or
+// slot; ENOTDIR cwd not a directory; EACCES command not executable (or
+// exec refused for the user); EPIPE stdin closed. Every failed write
+// leaves its text, `verb: reason "input"`, in the err file beside it.
+//
+// Status line (status, wait), fields in fixed order, new ones only at the
+// end; clients should read key=value pairs:
+//
+//	3 new
+//	3 running pid=812
+//	3 exited code=0 pid=812
+//	3 killed signal=9 pid=812
+//	3 failed errno=2            start failed: nothing ran (see err)
+//
+// States: new → running → exited | killed; new → failed.
+//
+// # Streams
+//
+// stdout and stderr are pipes, not files: reads ignore the offset and
+// consume; concurrent readers share one stream. Output is buffered in the
+// agent from the moment the process starts, so nothing is lost before a
+// reader opens it. Up to 1 MiB per stream is held unread; beyond that the
+// agent stops reading the pipe and the process blocks in write(2), as on
+// a full pipe: nothing is dropped, memory stays bounded, and a process
+// whose output nobody reads stalls after 1 MiB. A stream ends (a zero-byte
+// read) once the process's end of the pipe is closed and everything is
+// read, which for a process that left children holding it (sh -c 'x &')
+// is when they close it too. With a pty, stdout carries the terminal and
+// stderr ends at once. Data is binary-safe and ordered.
+//
+// # Blocking reads
+//
+// stdout, stderr and wait block until there is something to return. p9
+// answers Tflush only after the flushed request returns, and calls Close
+// on a clunked fid only after its in-flight reads return, so a blocking
+// read cannot be cut short by flush or clunk. It ends by itself when:
+// data arrives; the stream ends or the process exits (wait); the slot is
+// freed (EOF); or its connection ends (EINTR) — each connection gets its
+// own p9.Server and a context that its reader cancels on EOF or error.
+// The host's way to abandon a blocking read is therefore to close that
+// connection; use one connection per long-lived reader if readers must be
+// cancelled independently. A blocking read also holds its connection's
+// rename lock (Trenameat waits for it), so do fs/ renames on a connection
+// that does not stream.
+//
+// # Lifetimes
+//
+// Process records belong to the Server, never to a fid or a connection:
+// a process outlives the connection that started it, and any later
+// connection can read its files. A slot is freed (its directory vanishes,
+// blocked readers get EOF) when nothing has any of its files open and
+// either it never ran (new, failed: at the last close, so an abandoned
+// clone costs nothing) or it ended more than DefaultRetention (5 minutes)
+// ago; or at once by `free`. Slot numbers are never reused.
+//
+// # fs/
+//
+// A passthrough of the server's root ("/" in the guest) confined to it:
+// every node is an O_PATH|O_NOFOLLOW descriptor, a child is reached only
+// with openat(parent, one name), names "", ".", ".." and names with "/"
+// are refused, symlinks are never followed by the server (walking one
+// yields the link; opening it is ELOOP; Readlink returns its text),
+// creation uses O_CREAT|O_EXCL|O_NOFOLLOW, and changes go through the
+// node's own descriptor (via /proc/self/fd) or *at calls with
+// AT_SYMLINK_NOFOLLOW. Modes are applied exactly (no umask); new files
+// get the uid/gid the client sends. Supported: walk, open, create,
+// mkdir, read, write, setattr (mode, owner, size, times), rename,
+// unlink, readdir, symlink, readlink, link, mknod, getattr, statfs,
+// fsync. Not supported: xattrs, locks.
+//
+// # Reaping
+//
+// One reaper (reaper.go) is the only caller of wait4: it reaps every
+// child (PID 1 inherits orphans) and hands the status of the processes
+// the agent started to their records. Nothing else in the program may
+// wait for children.
+//
+// # Lock order
+//
+// proc.mu before procTable.mu (free removes the slot from the table while
+// holding its proc.mu); proc.mu before reaper.mu (start forks under both);
+// the reaper calls exit callbacks after dropping reaper.mu. fsFile.mu and
+// Server.mu are leaves.
 package guest

@@ -168,11 +168,31 @@ func (f *fsFile) GetAttr(req p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) 
 	}
 	valid := p9.AttrMask{Mode: true, NLink: true, UID: true, GID: true, RDev: true, ATime: true,
 		MTime: true, CTime: true, INo: true, Size: true, Blocks: true}
-	f.qid = qidOf(&st)
-	return f.qid, valid, a, nil
+	qid := qidOf(&st)
+	f.setQID(qid)
+	return qid, valid, a, nil
 }
 
-func (f *fsFile) isSymlink() bool { return f.qid.Type&p9.TypeSymlink != 0 }
+func (f *fsFile) setQID(q p9.QID) {
+	f.mu.Lock()
+	f.qid = q
+	f.mu.Unlock()
+}
+
+func (f *fsFile) getQID() p9.QID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.qid
+}
+
+func (f *fsFile) isSymlink() bool { return f.getQID().Type&p9.TypeSymlink != 0 }
+
+// openFD returns the opened descriptor, or -1.
+func (f *fsFile) openFD() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ofd
+}
 
 // SetAttr implements p9.File.SetAttr.
 func (f *fsFile) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
@@ -197,15 +217,13 @@ func (f *fsFile) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 		}
 	}
 	if valid.Size {
-		if f.qid.Type&p9.TypeDir != 0 {
+		if f.getQID().Type&p9.TypeDir != 0 {
 			return linux.EISDIR
 		}
 		if f.isSymlink() {
 			return linux.EINVAL
 		}
-		f.mu.Lock()
-		ofd := f.ofd
-		f.mu.Unlock()
+		ofd := f.openFD()
 		var err error
 		if ofd >= 0 {
 			err = unix.Ftruncate(ofd, int64(attr.Size))
@@ -267,11 +285,12 @@ func (f *fsFile) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	if err != nil {
 		return p9.QID{}, 0, sysErr(err)
 	}
-	f.qid = qidOf(&st)
+	qid := qidOf(&st)
+	f.setQID(qid)
 	flags := openFlags(mode) | unix.O_CLOEXEC | unix.O_NOCTTY
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
-		return f.qid, 0, linux.ELOOP
+		return qid, 0, linux.ELOOP
 	case unix.S_IFDIR:
 		flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
 	case unix.S_IFIFO:
@@ -279,22 +298,23 @@ func (f *fsFile) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	}
 	fd, err := unix.Open(procPath(f.fd), flags, 0)
 	if err != nil {
-		return f.qid, 0, sysErr(err)
+		return qid, 0, sysErr(err)
 	}
 	f.mu.Lock()
 	f.ofd = fd
 	f.mu.Unlock()
-	return f.qid, 0, nil
+	return qid, 0, nil
 }
 
 // ReadAt implements p9.File.ReadAt.
 func (f *fsFile) ReadAt(p []byte, off int64) (int, error) {
-	if f.ofd < 0 {
+	ofd := f.openFD()
+	if ofd < 0 {
 		return 0, linux.EBADF
 	}
-	n, err := unix.Pread(f.ofd, p, off)
+	n, err := unix.Pread(ofd, p, off)
 	if err == unix.ESPIPE {
-		n, err = unix.Read(f.ofd, p)
+		n, err = unix.Read(ofd, p)
 	}
 	if n < 0 {
 		n = 0
@@ -304,12 +324,13 @@ func (f *fsFile) ReadAt(p []byte, off int64) (int, error) {
 
 // WriteAt implements p9.File.WriteAt.
 func (f *fsFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.ofd < 0 {
+	ofd := f.openFD()
+	if ofd < 0 {
 		return 0, linux.EBADF
 	}
-	n, err := unix.Pwrite(f.ofd, p, off)
+	n, err := unix.Pwrite(ofd, p, off)
 	if err == unix.ESPIPE {
-		n, err = unix.Write(f.ofd, p)
+		n, err = unix.Write(ofd, p)
 	}
 	if n < 0 {
 		n = 0
@@ -319,10 +340,11 @@ func (f *fsFile) WriteAt(p []byte, off int64) (int, error) {
 
 // FSync implements p9.File.FSync.
 func (f *fsFile) FSync() error {
-	if f.ofd < 0 {
+	ofd := f.openFD()
+	if ofd < 0 {
 		return linux.EBADF
 	}
-	return sysErr(unix.Fsync(f.ofd))
+	return sysErr(unix.Fsync(ofd))
 }
 
 // chown sets the owner the client asked for, if any, without following.

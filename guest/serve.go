@@ -34,6 +34,10 @@ type Server struct {
 	root  string
 	procs *procTable
 	opt   Options
+	sys   sysOps
+
+	mu      sync.Mutex // guards errText
+	errText string     // last failed /ctl write, served by /err
 }
 
 // NewServer returns a server whose fs/ is the directory root.
@@ -47,7 +51,7 @@ func NewServer(root string, opt Options) *Server {
 	if opt.Logf == nil {
 		opt.Logf = log.Printf
 	}
-	return &Server{root: root, procs: newProcTable(opt.Etc, opt.Retention), opt: opt}
+	return &Server{root: root, procs: newProcTable(opt.Etc, opt.Retention), opt: opt, sys: realSysOps("/")}
 }
 
 // Serve serves a new Server for root on every connection l accepts

@@ -113,6 +113,8 @@ func listing(offset uint64, count uint32, names []string, qids []p9.QID) (p9.Dir
 
 // rootDir is the agent's root:
 //
+//	ctl      machine-wide verbs (see agentVerbs)
+//	err      text of the last failed ctl write
 //	fs/      the guest's file system (see fsFile)
 //	procs/   processes (see procsDir)
 type rootDir struct{ synthDir }
@@ -132,6 +134,9 @@ func (d *rootDir) Walk(names []string) ([]p9.QID, p9.File, error) {
 		return nil, nil, linux.EINVAL
 	}
 	switch names[0] {
+	case "ctl", "err":
+		f := newAgentCtlFile(d.c, names[0] == "err")
+		return []p9.QID{f.qid}, f, nil
 	case "fs":
 		f, err := d.c.s.fsRoot(d.c)
 		if err != nil {
@@ -152,7 +157,8 @@ func (d *rootDir) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 		return nil, err
 	}
 	fs.Close()
-	return listing(offset, count, []string{"fs", "procs"}, []p9.QID{fs.qid, synthQID(p9.TypeDir, qidProcs)})
+	return listing(offset, count, []string{"ctl", "err", "fs", "procs"},
+		[]p9.QID{synthQID(p9.TypeRegular, qidAgentCtl), synthQID(p9.TypeRegular, qidAgentErr), fs.qid, synthQID(p9.TypeDir, qidProcs)})
 }
 
 // procsDir serves procs/: clone, then one directory per live process
