@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -606,5 +608,59 @@ func TestClosedPlane(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
+	}
+}
+
+// TestCloseWakesWaiters: a new waiting for a slow runtime and a wait
+// reader both return when the Plane is closed.
+func TestCloseWakesWaiters(t *testing.T) {
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, t.TempDir(), rt)
+	do(t, p, "new t1")
+	s := lookup(t, p, "t1")
+	rt.gate = make(chan struct{}) // Start blocks until Close cancels it
+	errs := make(chan error, 2)
+	go func() { _, err := p.Ctl(context.Background(), []byte("new t2")); errs <- err }()
+	go func() { _, err := s.Wait(context.Background()); errs <- err }()
+	for {
+		if s2, err := p.Lookup("t2"); err == nil && s2.State() == StateCreating {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Close()
+	for range 2 {
+		select {
+		case err := <-errs:
+			if Errno(err) != syscall.EIO {
+				t.Errorf("after Close: %v; want EIO (plane closed)", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not wake a waiter")
+		}
+	}
+}
+
+// TestNoFSImport keeps the dependency direction: fs presents ctl, never
+// the other way round.
+func TestNoFSImport(t *testing.T) {
+	ents, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, e.Name(), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); p == "sandfs/fs" || strings.HasPrefix(p, "sandfs/fs/") {
+				t.Errorf("%s imports %s", e.Name(), p)
+			}
+		}
 	}
 }

@@ -112,7 +112,8 @@ func (s *Sandbox) Version() uint64 {
 // WaitFrom blocks until the state has changed since version v (that is,
 // Version() > v) or the sandbox has ended (dead or removed: a wait on
 // an ended sandbox returns at once), then returns the status line. It
-// returns ctx.Err() if ctx ends first.
+// returns ctx.Err() if ctx ends first, and an EIO *Error if the Plane is
+// closed meanwhile.
 func (s *Sandbox) WaitFrom(ctx context.Context, v uint64) (string, error) {
 	for {
 		s.mu.Lock()
@@ -127,6 +128,8 @@ func (s *Sandbox) WaitFrom(ctx context.Context, v uint64) (string, error) {
 		case <-ch:
 		case <-ctx.Done():
 			return "", ctx.Err()
+		case <-s.p.ctx.Done():
+			return "", errClosed
 		}
 	}
 }
@@ -336,7 +339,9 @@ func (s *Sandbox) start(ctx context.Context, verb string, fromNew bool) error {
 	p.notify(s.id)
 	// Wait for creating → running or dead (through stopping if killed).
 	for {
-		if _, err := s.WaitFrom(ctx, v); err != nil {
+		if _, err := s.WaitFrom(ctx, v); err == errClosed {
+			return err
+		} else if err != nil {
 			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s goes on creating", verb, quote(s.id))
 		}
 		s.mu.Lock()
@@ -526,7 +531,9 @@ func (s *Sandbox) kill(ctx context.Context, verb string) error {
 		return err
 	}
 	for {
-		if _, err := s.WaitFrom(ctx, v); err != nil {
+		if _, err := s.WaitFrom(ctx, v); err == errClosed {
+			return err
+		} else if err != nil {
 			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s is stopping", verb, quote(s.id))
 		}
 		if s.State().Ended() {
