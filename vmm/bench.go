@@ -1,0 +1,4 @@
+package vmm
+
+// Bench is `sandfs vmm bench`.
+func Bench(args []string) int { return 2 }

@@ -1,0 +1,105 @@
+package vmm
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// Config is what `sandfs vmm -config FILE` runs: the machine, its devices,
+// where its console goes, and how the process is confined. Launch writes it
+// as JSON; the process reads it.
+type Config struct {
+	ID       string // sandbox id, for logs and the cgroup name
+	Kernel   string // bzImage path
+	Initrd   string `json:",omitempty"` // optional initramfs path
+	Cmdline  string `json:",omitempty"` // extra kernel arguments
+	MemBytes uint64
+	CPUs     int
+
+	// Restore, if set, is a snapshot directory (StateFile + MemoryFile) to
+	// restore instead of booting; the machine starts paused when
+	// StartPaused, running otherwise.
+	Restore     string `json:",omitempty"`
+	StartPaused bool   `json:",omitempty"`
+
+	Disks []DiskConfig `json:",omitempty"` // virtio-blk, in slot order
+	RNG   bool         `json:",omitempty"` // virtio-rng
+	Net   *NetConfig   `json:",omitempty"` // virtio-net
+	Vsock *VsockConfig `json:",omitempty"` // virtio-vsock
+
+	// Client side (Launch), not used by the process itself:
+	Binary  string   `json:"-"` // the sandfs binary; default: this executable
+	Socket  string   `json:"-"` // control socket path (Launch creates it)
+	Console string   `json:"-"` // console log file (Launch opens it for append)
+	LogFile string   `json:"-"` // the process's stderr (default: discarded after the tail is kept)
+	TapFD   *os.File `json:"-"` // an open tap, passed to the process (Net.TapFD is set for it)
+
+	Jail JailConfig `json:",omitempty"`
+
+	// TestHooks enables the "x-" control verbs used by tests (x-syscall).
+	TestHooks bool `json:",omitempty"`
+}
+
+// DiskConfig is one virtio-blk disk: Path itself (ReadOnly or not), or Path as
+// a read-only base with copy-on-write Overlay.
+type DiskConfig struct {
+	Path     string
+	Overlay  string `json:",omitempty"`
+	ReadOnly bool   `json:",omitempty"`
+	ID       string `json:",omitempty"`
+}
+
+// NetConfig is the virtio-net device: the tap fd the process inherits.
+type NetConfig struct {
+	TapFD int
+	MAC   string `json:",omitempty"`
+}
+
+// VsockConfig is the hybrid vsock: guest CID and the host unix socket path
+// (host→guest: connect to UDS, send "CONNECT <port>\n"; guest→host: the VMM
+// dials UDS_<port>).
+type VsockConfig struct {
+	CID uint32
+	UDS string
+}
+
+// JailConfig confines the VMM process. Namespaces and the cgroup are set
+// up by Launch (it needs root); Seccomp and the uid/gid switch are applied
+// by the process itself once its devices are open.
+type JailConfig struct {
+	Namespaces bool   `json:",omitempty"` // new mount, PID and IPC namespaces
+	Seccomp    bool   `json:",omitempty"` // syscall allowlist; others kill the process
+	UID        int    `json:",omitempty"` // drop to this uid/gid after setup (0: keep)
+	GID        int    `json:",omitempty"`
+	Cgroup     string `json:",omitempty"` // cgroup v2 directory to create and run in ("" none)
+	MemMax     uint64 `json:",omitempty"` // memory.max; 0: MemBytes + 128 MiB
+	CPUMax     int    `json:",omitempty"` // cpu.max in percent of one CPU; 0: 100 × CPUs
+	PidsMax    int    `json:",omitempty"` // pids.max; 0: 64
+}
+
+func (c *Config) validate() error {
+	if c.Kernel == "" && c.Restore == "" {
+		return fmt.Errorf("config: no kernel")
+	}
+	if c.MemBytes == 0 || c.MemBytes%(2<<20) != 0 {
+		return fmt.Errorf("config: memory %d is not a positive multiple of 2 MiB", c.MemBytes)
+	}
+	if c.CPUs < 1 {
+		return fmt.Errorf("config: %d vCPUs", c.CPUs)
+	}
+	return nil
+}
+
+// ReadConfig reads a JSON Config.
+func ReadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return &c, c.validate()
+}

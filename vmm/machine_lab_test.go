@@ -1,0 +1,130 @@
+package vmm
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newTestMachine(t *testing.T, cpus int, mode string, con *console, memFile string) *Machine {
+	t.Helper()
+	needKVM(t)
+	k, err := os.ReadFile(kernelPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMachine(MachineConfig{
+		MemBytes: 256 << 20, CPUs: cpus, Kernel: k, Initrd: testInitrd(t),
+		Cmdline: "quiet " + GuestMode + "=" + mode, Console: con, MemFile: memFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+const bootTimeout = 60 * time.Second // nested KVM under TCG is slow
+
+func TestBootToInit(t *testing.T) {
+	con := &console{}
+	m := newTestMachine(t, 2, "reboot", con, "")
+	start := time.Now()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	con.waitFor(t, "SANDFS-GUEST-INIT", bootTimeout)
+	t.Logf("init after %v", time.Since(start))
+	if !strings.Contains(con.String(), "SANDFS-GUEST-INIT cpus=2") {
+		t.Errorf("guest does not see 2 CPUs:\n%s", tail(con.String(), 2000))
+	}
+	select {
+	case <-m.Done():
+	case <-time.After(bootTimeout):
+		t.Fatalf("guest reboot did not end the machine")
+	}
+	if r, err := m.Wait(); r != ExitReset || err != nil {
+		t.Errorf("Wait = %v, %v; want reset, nil", r, err)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	con := &console{}
+	m := newTestMachine(t, 1, "ticks", con, "")
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	con.waitFor(t, "tick 3\n", bootTimeout)
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	before := countTicks(con.String())
+	time.Sleep(time.Second)
+	if after := countTicks(con.String()); after != before {
+		t.Errorf("paused guest printed %d ticks", after-before)
+	}
+	if err := m.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for countTicks(con.String()) < before+3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := countTicks(con.String()); n < before+3 {
+		t.Errorf("resumed guest printed %d ticks; want >= 3", n-before)
+	}
+}
+
+func TestSaveRestore(t *testing.T) {
+	con := &console{}
+	m := newTestMachine(t, 2, "ticks", con, "")
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	con.waitFor(t, "tick 3\n", bootTimeout)
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	if err := m.SaveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("save took %v", time.Since(start))
+	ticks := countTicks(con.String())
+	m.Close()
+
+	st, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	con2 := &console{}
+	start = time.Now()
+	m2 := newTestMachine(t, 2, "ticks", con2, dir+"/"+MemoryFile)
+	if err := m2.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restore to running took %v", time.Since(start))
+	want := "tick " + itoa(ticks+2) + "\n"
+	con2.waitFor(t, want, 30*time.Second)
+	if strings.Contains(con2.String(), "SANDFS-GUEST-INIT") || strings.Contains(con2.String(), "tick 0\n") {
+		t.Errorf("restored guest rebooted instead of continuing:\n%s", tail(con2.String(), 1000))
+	}
+}
+
+func itoa(n int) string { return fmtInt(n) }
+
+func fmtInt(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}

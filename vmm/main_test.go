@@ -1,0 +1,106 @@
+package vmm
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sandfs/vmm/kvm"
+)
+
+// TestMain doubles as the guest's /init (the test binary is copied into the
+// initramfs) and as the `sandfs vmm` process for Launch tests.
+func TestMain(m *testing.M) {
+	if os.Getpid() == 1 && os.Args[0] == "/init" {
+		GuestInit()
+	}
+	if len(os.Args) > 1 && os.Args[1] == "vmm" {
+		os.Exit(Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// needKVM skips without a usable /dev/kvm, except in the lab
+// (SANDFS_LAB=1), where that is a failure.
+func needKVM(t *testing.T) {
+	t.Helper()
+	if ok, why := kvm.Available(); !ok {
+		if os.Getenv("SANDFS_LAB") == "1" {
+			t.Fatalf("SANDFS_LAB=1 but KVM is unusable: %s", why)
+		}
+		t.Skipf("needs KVM (run in the lab: bin/sandfs lab -- ...): %s", why)
+	}
+}
+
+func kernelPath(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("SANDFS_KERNEL")
+	if p == "" {
+		p, _ = filepath.Abs("../build/vmlinuz")
+	}
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("SANDFS_LAB") == "1" {
+			t.Fatalf("no kernel: %v", err)
+		}
+		t.Skipf("no kernel (make kernel): %v", err)
+	}
+	return p
+}
+
+var (
+	initrdOnce sync.Once
+	initrdData []byte
+	initrdErr  error
+)
+
+func testInitrd(t *testing.T) []byte {
+	initrdOnce.Do(func() { initrdData, initrdErr = SelfInitramfs() })
+	if initrdErr != nil {
+		t.Fatal(initrdErr)
+	}
+	return initrdData
+}
+
+// console is a goroutine-safe buffer for the guest's serial output.
+type console struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (c *console) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.Write(p)
+}
+
+func (c *console) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.String()
+}
+
+// waitFor polls the console until it contains s.
+func (c *console) waitFor(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if strings.Contains(c.String(), s) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("console has no %q after %v; console:\n%s", s, d, tail(c.String(), 3000))
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func countTicks(s string) int { return strings.Count(s, "tick ") }

@@ -1,0 +1,251 @@
+package vmm
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// File descriptors a VMM process inherits from Launch.
+const (
+	fdControl = 3 // listening unix socket: the control protocol
+	fdConsole = 4 // console log, opened for append (optional)
+	fdTap     = 5 // tap device (optional)
+)
+
+// Process exit codes; Process.Wait maps them back to ExitReason.
+const (
+	codeStopped  = 0
+	codeError    = 1
+	codeUsage    = 2
+	codeReset    = 10
+	codePoweroff = 11
+	codeCrash    = 12
+)
+
+func exitCode(r ExitReason) int {
+	switch r {
+	case ExitStopped:
+		return codeStopped
+	case ExitReset:
+		return codeReset
+	case ExitPoweroff:
+		return codePoweroff
+	case ExitCrash:
+		return codeCrash
+	}
+	return codeError
+}
+
+// Main is `sandfs vmm`: run one VM from -config, serving the control
+// protocol on fd 3; `sandfs vmm guest-init` is the test/bench guest's init
+// and `sandfs vmm bench` the benchmark. It returns the process exit code.
+func Main(args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "guest-init":
+			GuestInit()
+			return 0
+		case "bench":
+			return Bench(args[1:])
+		}
+	}
+	fs := flag.NewFlagSet("vmm", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "JSON config file (vmm.Config)")
+	if err := fs.Parse(args); err != nil {
+		return codeUsage
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *cfgPath == "" {
+		fmt.Fprintln(os.Stderr, "usage: sandfs vmm -config FILE | guest-init | bench")
+		return codeUsage
+	}
+	cfg, err := ReadConfig(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
+		return codeUsage
+	}
+	reason, err := run(cfg, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
+	}
+	fmt.Fprintf(os.Stderr, "vmm: exit reason=%s\n", reason)
+	return exitCode(reason)
+}
+
+// run builds, starts and serves the machine until it ends.
+func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
+	var console io.Writer
+	if f := inheritedFile(fdConsole, "console"); f != nil {
+		console = f
+	}
+	mc := MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline,
+		Console: console, Log: log}
+	var st *State
+	if cfg.Restore != "" {
+		var err error
+		if st, err = LoadState(cfg.Restore); err != nil {
+			return ExitError, err
+		}
+		mc.MemFile = cfg.Restore + "/" + MemoryFile
+	} else {
+		var err error
+		if mc.Kernel, err = os.ReadFile(cfg.Kernel); err != nil {
+			return ExitError, fmt.Errorf("read kernel: %w", err)
+		}
+		if cfg.Initrd != "" {
+			if mc.Initrd, err = os.ReadFile(cfg.Initrd); err != nil {
+				return ExitError, fmt.Errorf("read initrd: %w", err)
+			}
+		}
+	}
+	m, err := NewMachine(mc)
+	if err != nil {
+		return ExitError, err
+	}
+	defer m.Close()
+	if err := addDevices(m, cfg); err != nil {
+		return ExitError, err
+	}
+	ln, err := controlListener()
+	if err != nil {
+		return ExitError, err
+	}
+	// Everything is open: give up privileges before the guest runs.
+	if err := confineSelf(cfg); err != nil {
+		return ExitError, err
+	}
+	if st != nil {
+		if err := m.Restore(st); err != nil {
+			return ExitError, err
+		}
+		if !cfg.StartPaused {
+			if err := m.Resume(); err != nil {
+				return ExitError, err
+			}
+		}
+	} else if err := m.Start(); err != nil {
+		return ExitError, err
+	}
+	srv := &controlServer{m: m, cfg: cfg, stopped: make(chan struct{})}
+	go srv.serve(ln)
+	reason, err := m.Wait()
+	if reason == ExitStopped {
+		select { // let the stop request's reply go out
+		case <-srv.stopped:
+		case <-time.After(time.Second):
+		}
+	}
+	return reason, err
+}
+
+// inheritedFile returns fd if the process inherited it open.
+func inheritedFile(fd int, name string) *os.File {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		return nil
+	}
+	unix.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), name)
+}
+
+func controlListener() (net.Listener, error) {
+	f := inheritedFile(fdControl, "control")
+	if f == nil {
+		return nil, fmt.Errorf("control: fd %d is not open (start the VMM with vmm.Launch)", fdControl)
+	}
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("control: fd %d: %w", fdControl, err)
+	}
+	return ln, nil
+}
+
+// controlServer serves the line protocol documented in doc.go.
+type controlServer struct {
+	m       *Machine
+	cfg     *Config
+	stopped chan struct{}
+}
+
+func (s *controlServer) serve(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go s.conn(c)
+	}
+}
+
+func (s *controlServer) conn(c net.Conn) {
+	defer c.Close()
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 4096), 4096)
+	for sc.Scan() {
+		reply, stop := s.handle(sc.Text())
+		c.Write([]byte(reply + "\n"))
+		if stop {
+			close(s.stopped)
+			return
+		}
+	}
+}
+
+// handle runs one request line and returns the reply line.
+func (s *controlServer) handle(line string) (reply string, stop bool) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return "err control: empty request", false
+	}
+	verb := f[0]
+	fail := func(err error) string { return "err " + verb + ": " + strings.ReplaceAll(err.Error(), "\n", " ") }
+	m := s.m
+	switch {
+	case verb == "status" && len(f) == 1:
+		state := "running"
+		if r, _ := m.Exit(); r != ExitRunning {
+			state = "ended:" + string(r)
+		} else if m.Paused() {
+			state = "paused"
+		}
+		return fmt.Sprintf("ok %s cpus=%d mem=%d pid=%d", state, len(m.vcpus), m.cfg.MemBytes, os.Getpid()), false
+	case verb == "pause" && len(f) == 1:
+		if err := m.Pause(); err != nil {
+			return fail(err), false
+		}
+		return "ok", false
+	case verb == "resume" && len(f) == 1:
+		if err := m.Resume(); err != nil {
+			return fail(err), false
+		}
+		return "ok", false
+	case verb == "save" && len(f) == 2:
+		if err := m.SaveDir(f[1]); err != nil {
+			return fail(err), false
+		}
+		return "ok " + f[1], false
+	case verb == "stop" && len(f) == 1:
+		m.Stop()
+		return "ok", true
+	case verb == "x-syscall" && len(f) == 2 && s.cfg.TestHooks:
+		// Make a syscall by number (to test the seccomp filter).
+		var nr uintptr
+		fmt.Sscan(f[1], &nr)
+		_, _, e := unix.Syscall(nr, 0, 0, 0)
+		return fmt.Sprintf("ok errno=%d", e), false
+	}
+	switch verb {
+	case "status", "pause", "resume", "save", "stop":
+		return fmt.Sprintf("err %s: wrong number of arguments %q", verb, line), false
+	}
+	return fmt.Sprintf("err control: unknown verb %q", verb), false
+}
