@@ -14,7 +14,8 @@
 //     EINVAL malformed/unknown/bad value, EBUSY wrong state (the text
 //     names the state needed), ENOENT no such sandbox, EEXIST name taken,
 //     E2BIG message too long, ENODEV no runtime configured, ENOTSUP not
-//     supported yet, EINTR/ETIMEDOUT the caller's context ended, EIO
+//     supported yet, ECANCELED a sandbox killed while its new/start was
+//     creating it, EINTR/ETIMEDOUT the caller's context ended, EIO
 //     anything unexpected (logged at error level).
 //   - The Plane (plane.go) and its Sandboxes (sandbox.go): lifecycle,
 //     status lines, err texts, wait/notification.

@@ -522,8 +522,9 @@ func TestKillWhileCreating(t *testing.T) {
 	if s.State() != StateDead {
 		t.Errorf("after kill while creating: %s; want dead", s.State())
 	}
-	if err := <-errc; err == nil {
-		t.Errorf("new of a sandbox killed while creating succeeded")
+	wantErr(t, "new of a sandbox killed while creating", <-errc, syscall.ECANCELED, `new: sandbox "t1" failed to start: killed while creating`)
+	if s.Err() != "killed while creating" {
+		t.Errorf("Err() = %q; want killed while creating", s.Err())
 	}
 }
 

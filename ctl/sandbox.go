@@ -354,12 +354,15 @@ func (s *Sandbox) start(ctx context.Context, verb string, fromNew bool) error {
 			v = v2
 			continue
 		}
-		if serr != nil {
-			return &Error{Errno: Errno(serr), Text: fmt.Sprintf("%s: sandbox %s failed to start: %s", verb, quote(s.id), errText(serr))}
+		if serr == nil { // killed after the runtime had started it
+			serr = errKilledCreating
 		}
-		return Errorf(syscall.EIO, "%s: sandbox %s is %s", verb, quote(s.id), st)
+		return &Error{Errno: Errno(serr), Text: fmt.Sprintf("%s: sandbox %s failed to start: %s", verb, quote(s.id), errText(serr))}
 	}
 }
+
+// errKilledCreating is why a sandbox killed while creating did not start.
+var errKilledCreating = Errorf(syscall.ECANCELED, "killed while creating")
 
 // launch moves s from new to creating and starts the creation goroutine.
 // It returns the version after the move.
@@ -410,11 +413,10 @@ func (s *Sandbox) create(ctx context.Context, spec Spec) {
 	}
 	if err != nil {
 		p.log.Warn("sandbox failed to start", "sandbox", s.id, "err", err)
-		why := errText(err)
 		if s.state == StateStopping {
-			why = "killed while creating"
+			err = errKilledCreating
 		}
-		s.die(why, err)
+		s.die(errText(err), err)
 		return
 	}
 	s.attach(m)

@@ -23,7 +23,8 @@ also left in /err; a sandbox whose machine failed to start stays listed
 as dead with the reason in its err file.
 Errors: EEXIST a sandbox called name exists; ENODEV no VMM runtime is
 configured (nothing is created); ENOENT unknown template or world (from
-the runtime); EIO the runtime failed.`,
+the runtime); ECANCELED killed while creating; EINTR the writer was
+interrupted (creation goes on); EIO the runtime failed.`,
 		check: checkNew,
 	},
 	{
@@ -97,7 +98,8 @@ sandbox is running, or fails with the creation error (also in err); if
 the machine failed to start the sandbox is dead with the reason in err.
 Required state: new.
 Errors: EBUSY not in state new; ENOENT unknown template or world (from
-the runtime); EIO the runtime failed. (Without a VMM runtime, opening
+the runtime); ECANCELED killed while creating; EINTR the writer was
+interrupted (creation goes on); EIO the runtime failed. (Without a VMM runtime, opening
 /clone already fails with ENODEV.)`,
 	},
 	{
