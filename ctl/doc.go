@@ -48,7 +48,9 @@
 //     log, because transports carry only the errno.
 //   - The record on disk is written before a state is reported, so a
 //     daemon killed at any point restarts with a state the sandbox really
-//     went through. A temp file from an interrupted write is ignored and
+//     went through. (If the write itself fails, the request fails with
+//     EIO, logged; after pause/resume the in-memory state still follows
+//     the machine.) A temp file from an interrupted write is ignored and
 //     removed at Open; the previous record survives.
 //   - Version grows on every state change; a sandbox's State only moves
 //     along the transition table.

@@ -81,7 +81,9 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 
 // Close stops timers and background work and releases the state directory
 // lock. Machines are not stopped: a later Open may re-attach them.
-// Sandbox handles stay readable; their ctl writes fail with EIO.
+// Sandbox handles stay readable; their ctl writes fail with EIO, and
+// blocked WaitFrom calls and new/start/kill writes return EIO. Close waits
+// for Runtime.Start calls in progress, whose ctx it cancels.
 func (p *Plane) Close() error {
 	p.mu.Lock()
 	if p.closed {
