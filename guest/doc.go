@@ -27,6 +27,8 @@
 //	procs/<n>/status     read: one line, see below
 //	procs/<n>/wait       read: blocks until the process ends, then the status line
 //	procs/<n>/err        read: text of the last failed ctl write, or empty
+//	procs/<n>/config     read: the ctl messages that set it up, one per line, ending
+//	                     with its start line (replayable into a new clone; E2B List)
 //
 // Agent ctl verbs (agentVerbs), for after a snapshot restore or clone:
 //
@@ -46,6 +48,7 @@
 //	                      SHELL (and TERM=xterm-256color with a pty); later wins
 //	pty on|off            new pseudo-terminal, controlling tty, new session
 //	stdin on|off          on (default): a pipe fed by the stdin file; off: /dev/null
+//	tag TEXT              a label kept with the process (E2B's tag), shown in config
 //	size ROWS COLS        terminal size, default 24 80; resizes a running pty
 //	start CMD [ARG...]    start (CMD looked up in the process's PATH unless it has a /)
 //	exec 'SHELL COMMAND'  start /bin/sh -c 'SHELL COMMAND'

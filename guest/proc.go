@@ -51,7 +51,50 @@ type spec struct {
 	pty        bool
 	rows, cols uint16
 	noStdin    bool // stdin is /dev/null instead of a pipe
-	argv       []string
+	tag        string
+	argv       []string // set by start
+}
+
+// config is the config file's text: the ctl messages that would set up
+// the same process again, one per line, ending with its start line
+// (when started). Replaying the lines into a new clone recreates it.
+func (s spec) config() string {
+	var b strings.Builder
+	line := func(words ...string) {
+		for i, w := range words {
+			if i > 0 {
+				b.WriteByte(' ')
+				w = Quote(w)
+			}
+			b.WriteString(w)
+		}
+		b.WriteByte('\n')
+	}
+	if s.user != "" {
+		line("user", s.user)
+	}
+	if s.cwd != "" {
+		line("cwd", s.cwd)
+	}
+	for _, kv := range s.env {
+		line("env", kv)
+	}
+	if s.pty {
+		line("pty", "on")
+	}
+	if s.rows != 0 {
+		line("size", strconv.Itoa(int(s.rows)), strconv.Itoa(int(s.cols)))
+	}
+	if s.noStdin {
+		line("stdin", "off")
+	}
+	if s.tag != "" {
+		line("tag", s.tag)
+	}
+	if len(s.argv) > 0 {
+		line(append([]string{"start"}, s.argv...)...)
+	}
+	return b.String()
 }
 
 // outbuf is one output stream (stdout or stderr) of a process.
@@ -108,6 +151,12 @@ func (p *proc) statusLocked() string {
 		return fmt.Sprintf("%d failed errno=%d\n", p.n, int(p.errno))
 	}
 	return fmt.Sprintf("%d new\n", p.n)
+}
+
+func (p *proc) config() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spec.config()
 }
 
 func (p *proc) status() string {
@@ -258,6 +307,7 @@ func (p *proc) start(argv []string) error {
 	}
 	err := p.startLocked(argv)
 	if err != nil {
+		p.spec.argv = argv
 		p.state = stFailed
 		p.errno = errnoSys(err)
 		p.ended = time.Now()
@@ -360,7 +410,7 @@ func (p *proc) startLocked(argv []string) error {
 	}
 	p.pid = pid
 	p.state = stRunning
-	p.spec = s
+	p.spec.argv = argv
 	go p.pump(outR, &p.out)
 	if errR != nil {
 		go p.pump(errR, &p.errs)

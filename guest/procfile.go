@@ -19,6 +19,7 @@ const (
 	kStatus
 	kWait
 	kErr
+	kConfig
 )
 
 // procFiles is the directory procs/<n>/, in listing order. One table and
@@ -34,6 +35,8 @@ const (
 //	            "n killed signal=S pid=P" | "n failed errno=E" | "n new"
 //	wait    r   blocks until the process ends, then the status line
 //	err     r   text of the last failed ctl write, or empty
+//	config  r   the ctl messages that set the process up, one per line,
+//	            ending with its start line: replayable into a new clone
 var procFiles = []struct {
 	name string
 	mode p9.FileMode
@@ -45,6 +48,7 @@ var procFiles = []struct {
 	kStatus: {"status", 0o444},
 	kWait:   {"wait", 0o444},
 	kErr:    {"err", 0o444},
+	kConfig: {"config", 0o444},
 }
 
 // procFile is one open (or walked) file of procs/<n>/. Per-open state
@@ -133,6 +137,8 @@ func (f *procFile) ReadAt(b []byte, off int64) (int, error) {
 			s = f.p.status()
 		case kErr:
 			s = f.p.errLine()
+		case kConfig:
+			s = f.p.config()
 		case kWait:
 			var err error
 			if s, err = f.p.wait(f.c.ctx); err != nil {

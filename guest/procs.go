@@ -153,6 +153,8 @@ var ctlVerbs = []ctlVerb{
 			}
 			return nil
 		}},
+	{"tag", 1, 1, "tag TEXT", "a free-form label kept with the process (E2B's tag); shown in config.", "",
+		func(p *proc, a []string) error { p.spec.tag = a[0]; return nil }},
 	{"stdin", 1, 1, "stdin on|off", "on (default): stdin is a pipe fed by writes to the stdin file; off: /dev/null.", "new",
 		func(p *proc, a []string) error {
 			switch a[0] {

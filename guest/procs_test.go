@@ -383,8 +383,27 @@ func TestProcsListing(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name)
 	}
-	if got := strings.Join(names, " "); got != "ctl stdin stdout stderr status wait err" {
+	if got := strings.Join(names, " "); got != "ctl stdin stdout stderr status wait err config" {
 		t.Errorf("procs/%s/ = %v", n, got)
 	}
 	_ = syscall.EINVAL
+}
+
+func TestConfig(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	dir := t.TempDir()
+	msgs := []string{"cwd " + Quote(dir), "env A=1 'B=x y'", "pty on", "size 30 100", "tag 'my tag'", "start /bin/sh -c 'echo \"$A$B\"'"}
+	n, _ := newProcess(t, root, msgs...)
+	want := "cwd " + Quote(dir) + "\nenv A=1\nenv 'B=x y'\npty on\nsize 30 100\ntag 'my tag'\nstart /bin/sh -c 'echo \"$A$B\"'\n"
+	cfg := readFile(t, root, "procs/"+n+"/config")
+	if cfg != want {
+		t.Errorf("config = %q, want %q", cfg, want)
+	}
+	first := readFile(t, root, "procs/"+n+"/stdout")
+	// Replaying config recreates the process.
+	m, _ := newProcess(t, root, strings.Split(strings.TrimSuffix(cfg, "\n"), "\n")...)
+	if again := readFile(t, root, "procs/"+m+"/stdout"); again != first || first != "1x y\r\n" {
+		t.Errorf("replayed output %q, first %q", again, first)
+	}
 }
