@@ -3,6 +3,7 @@ package ctl
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,7 +206,7 @@ func TestCrashDuringWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 6)
-	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
 		t.Fatalf("writer did not start: %q, %v", buf, err)
 	}
 	time.Sleep(200 * time.Millisecond)
