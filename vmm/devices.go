@@ -1,7 +1,128 @@
 package vmm
 
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+
+	"sandfs/vmm/bus"
+	"sandfs/vmm/virtio"
+	"sandfs/vmm/virtio/blk"
+	vnet "sandfs/vmm/virtio/net"
+	"sandfs/vmm/virtio/rng"
+	"sandfs/vmm/virtio/vsock"
+)
+
+// virtioDevice is what every vmm/virtio device offers.
+type virtioDevice interface {
+	Transport() *virtio.Transport
+	Close() error
+}
+
+// addVirtio adds dev (made by mk for its slot) with the standard hooks:
+// pause/resume the transport, typed save/restore through JSON, close.
+func addVirtioDev[D virtioDevice, S any](m *Machine, name string, mk func(VirtioSlot) (D, error),
+	save func(D) S, restore func(D, S) error, closeExtra func() error) error {
+	var dev D
+	_, err := m.AddVirtio(func(s VirtioSlot) (bus.MMIODevice, error) {
+		var err error
+		dev, err = mk(s)
+		if err != nil {
+			return nil, err
+		}
+		return dev.Transport(), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return m.AddHooks(name, Hooks{
+		Pause:  func() { dev.Transport().Pause() },
+		Resume: func() { dev.Transport().Resume() },
+		Save:   func() (any, error) { return save(dev), nil },
+		Restore: func(b []byte) error {
+			if b == nil {
+				return fmt.Errorf("no saved state")
+			}
+			var s S
+			if err := json.Unmarshal(b, &s); err != nil {
+				return err
+			}
+			return restore(dev, s)
+		},
+		Close: func() error {
+			err := dev.Close()
+			if closeExtra != nil {
+				if e := closeExtra(); err == nil {
+					err = e
+				}
+			}
+			return err
+		},
+	})
+}
+
 // addDevices adds the virtio devices of cfg, in a fixed order (disks, net,
-// vsock, rng) so that a restore gets the same slots.
+// vsock, rng) so that a restore gets the same slots and command line.
 func addDevices(m *Machine, cfg *Config) error {
+	for i, d := range cfg.Disks {
+		var disk blk.Disk
+		var err error
+		if d.Overlay != "" {
+			disk, err = blk.OpenCOW(d.Path, d.Overlay, blk.COWOptions{})
+		} else {
+			disk, err = blk.OpenFile(d.Path, d.ReadOnly)
+		}
+		if err != nil {
+			return err
+		}
+		err = addVirtioDev(m, fmt.Sprintf("blk%d", i),
+			func(s VirtioSlot) (*blk.Device, error) {
+				return blk.New(m.Memory(), m.IRQ(), s.IRQ, disk, blk.Config{ReadOnly: d.ReadOnly, ID: d.ID})
+			},
+			(*blk.Device).Save, (*blk.Device).Restore, disk.Close)
+		if err != nil {
+			disk.Close()
+			return err
+		}
+	}
+	if cfg.Net != nil {
+		tap := inheritedFile(cfg.Net.TapFD, "tap")
+		if tap == nil {
+			return fmt.Errorf("net: tap fd %d is not open", cfg.Net.TapFD)
+		}
+		var nc vnet.Config
+		if cfg.Net.MAC != "" {
+			hw, err := net.ParseMAC(cfg.Net.MAC)
+			if err != nil || len(hw) != 6 {
+				return fmt.Errorf("net: bad mac %q", cfg.Net.MAC)
+			}
+			copy(nc.MAC[:], hw)
+		}
+		if err := addVirtioDev(m, "net0",
+			func(s VirtioSlot) (*vnet.Device, error) {
+				return vnet.New(m.Memory(), m.IRQ(), s.IRQ, tap, nc), nil
+			},
+			(*vnet.Device).Save, (*vnet.Device).Restore, nil); err != nil {
+			return err
+		}
+	}
+	if cfg.Vsock != nil {
+		if err := addVirtioDev(m, "vsock0",
+			func(s VirtioSlot) (*vsock.Device, error) {
+				os.Remove(cfg.Vsock.UDS)
+				return vsock.New(m.Memory(), m.IRQ(), s.IRQ, vsock.Config{GuestCID: uint64(cfg.Vsock.CID), UDS: cfg.Vsock.UDS})
+			},
+			(*vsock.Device).Save, (*vsock.Device).Restore, nil); err != nil {
+			return err
+		}
+	}
+	if cfg.RNG {
+		if err := addVirtioDev(m, "rng0",
+			func(s VirtioSlot) (*rng.Device, error) { return rng.New(m.Memory(), m.IRQ(), s.IRQ), nil },
+			(*rng.Device).Save, (*rng.Device).Restore, nil); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -1,0 +1,396 @@
+package vmm
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a running `sandfs vmm` process, as the daemon sees it. Its
+// methods may be called from several goroutines; requests are serialised
+// on one control connection.
+type Process struct {
+	cmd    *exec.Cmd
+	cfg    Config
+	cgroup string // cgroup directory to remove after exit, "" none
+
+	mu   sync.Mutex // serialises control requests; guards conn, rd
+	conn net.Conn
+	rd   *bufio.Reader
+
+	done   chan struct{} // closed once the process has been reaped
+	reason ExitReason    // valid after done
+	err    error         // valid after done
+	stderr *tailBuffer
+}
+
+// DefaultStopTimeout bounds Stop when the context has no deadline.
+const DefaultStopTimeout = 5 * time.Second
+
+// Launch starts a VMM process for cfg and returns once its machine is
+// running (or paused, for a restore with StartPaused). cfg.Socket is
+// required: the control socket path (at most 107 bytes). Launch never
+// leaves a process behind on error; the process also dies with its parent
+// (PR_SET_PDEATHSIG) and runs in its own process group.
+func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	if cfg.Socket == "" {
+		return nil, fmt.Errorf("launch: no control socket path")
+	}
+	if len(cfg.Socket) > 107 {
+		return nil, fmt.Errorf("launch: socket path %q longer than 107 bytes", cfg.Socket)
+	}
+	bin := cfg.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+	}
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+
+	// Control socket: we create and bind it, the child inherits the listener.
+	os.Remove(cfg.Socket)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	closers = append(closers, lnFile)
+	extra := []*os.File{lnFile, nil, nil}
+	if cfg.Console != "" {
+		f, err := os.OpenFile(cfg.Console, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		closers = append(closers, f)
+		extra[1] = f
+	}
+	if cfg.TapFD != nil {
+		extra[2] = cfg.TapFD
+		if cfg.Net == nil {
+			cfg.Net = &NetConfig{}
+		}
+		cfg.Net.TapFD = fdTap
+	}
+	for len(extra) > 0 && extra[len(extra)-1] == nil {
+		extra = extra[:len(extra)-1]
+	}
+
+	cfgPath := cfg.Socket + ".json"
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+
+	cmd := exec.Command(bin, "vmm", "-config", cfgPath)
+	cmd.ExtraFiles = extra
+	cmd.Stdin = nil
+	cmd.Stdout = nil
+	p = &Process{cmd: cmd, cfg: cfg, done: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
+	var logw io.Writer = p.stderr
+	if cfg.LogFile != "" {
+		lf, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		closers = append(closers, lf)
+		logw = io.MultiWriter(p.stderr, lf)
+	}
+	cmd.Stderr = logw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cfg.Jail.Namespaces {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC
+	}
+	if cfg.Jail.Cgroup != "" {
+		dir, fd, err := setupCgroup(&cfg)
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		p.cgroup = dir
+		closers = append(closers, os.NewFile(uintptr(fd), dir))
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = fd
+	}
+	if err := cmd.Start(); err != nil {
+		p.removeCgroup()
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	go p.reap()
+	defer func() {
+		if err != nil {
+			p.kill()
+			<-p.done
+		}
+	}()
+
+	// Wait until the process serves its control socket (after boot starts).
+	conn, err := net.Dial("unix", cfg.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	p.conn, p.rd = conn, bufio.NewReader(conn)
+	if _, err := p.request(ctx, "status"); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	return p, nil
+}
+
+// reap waits for the process and records why it ended.
+func (p *Process) reap() {
+	err := p.cmd.Wait()
+	p.reason, p.err = ExitError, err
+	if st := p.cmd.ProcessState; st != nil {
+		ws, _ := st.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Signaled() && ws.Signal() == syscall.SIGSYS:
+			p.err = fmt.Errorf("vmm killed by SIGSYS: a syscall outside the seccomp allowlist")
+		case ws.Signaled():
+			p.err = fmt.Errorf("vmm killed by signal %v", ws.Signal())
+		default:
+			switch ws.ExitStatus() {
+			case codeStopped:
+				p.reason, p.err = ExitStopped, nil
+			case codeReset:
+				p.reason, p.err = ExitReset, nil
+			case codePoweroff:
+				p.reason, p.err = ExitPoweroff, nil
+			case codeCrash:
+				p.reason, p.err = ExitCrash, errors.New("vmm: guest crashed")
+			default:
+				p.err = fmt.Errorf("vmm exited with status %d: %s", ws.ExitStatus(), p.stderr.lastError())
+			}
+		}
+	}
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	p.removeCgroup()
+	os.Remove(p.cfg.Socket)
+	os.Remove(p.cfg.Socket + ".json")
+	close(p.done)
+}
+
+func (p *Process) kill() {
+	if p.cmd.Process != nil {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // the process group
+		p.cmd.Process.Kill()
+	}
+}
+
+// request sends one control line and returns the reply's text after "ok".
+func (p *Process) request(ctx context.Context, line string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+		return "", p.ended()
+	default:
+	}
+	if p.conn == nil {
+		return "", fmt.Errorf("%s: no control connection", line)
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(time.Minute)
+	}
+	p.conn.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { p.conn.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := io.WriteString(p.conn, line+"\n"); err != nil {
+		return "", p.connErr(line, err)
+	}
+	r, err := p.rd.ReadString('\n')
+	if err != nil {
+		return "", p.connErr(line, err)
+	}
+	r = strings.TrimSuffix(r, "\n")
+	if rest, ok := strings.CutPrefix(r, "ok"); ok {
+		return strings.TrimSpace(rest), nil
+	}
+	return "", errors.New(strings.TrimPrefix(r, "err "))
+}
+
+func (p *Process) connErr(line string, err error) error {
+	select {
+	case <-p.done:
+		return p.ended()
+	case <-time.After(100 * time.Millisecond):
+	}
+	return fmt.Errorf("%s: %w", strings.Fields(line)[0], err)
+}
+
+func (p *Process) ended() error {
+	if p.err != nil {
+		return fmt.Errorf("%w: %v", ErrEnded, p.err)
+	}
+	return fmt.Errorf("%w (%s)", ErrEnded, p.reason)
+}
+
+// Pid is the VMM process id (in the daemon's PID namespace).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Pause parks the vCPUs.
+func (p *Process) Pause(ctx context.Context) error {
+	_, err := p.request(ctx, "pause")
+	return err
+}
+
+// Resume runs the vCPUs again.
+func (p *Process) Resume(ctx context.Context) error {
+	_, err := p.request(ctx, "resume")
+	return err
+}
+
+// Save writes a paused machine's snapshot into dir (created, and handed to
+// the VMM's uid if it drops privileges).
+func (p *Process) Save(ctx context.Context, dir string) error {
+	if strings.ContainsAny(dir, " \n") {
+		return fmt.Errorf("save: directory %q has blanks", dir)
+	}
+	dir, _ = filepath.Abs(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save: %w", err)
+	}
+	if p.cfg.Jail.UID != 0 {
+		os.Chown(dir, p.cfg.Jail.UID, p.cfg.Jail.GID)
+	}
+	_, err := p.request(ctx, "save "+dir)
+	return err
+}
+
+// Status returns the status reply, e.g. "running cpus=2 mem=268435456 pid=1".
+func (p *Process) Status(ctx context.Context) (string, error) {
+	return p.request(ctx, "status")
+}
+
+// Request sends a raw control line (for tests and tools).
+func (p *Process) Request(ctx context.Context, line string) (string, error) {
+	return p.request(ctx, line)
+}
+
+// Stop asks the VMM to stop and waits for the process; if it does not end
+// by ctx's deadline (DefaultStopTimeout without one), it is killed. Stop
+// after the end is a no-op.
+func (p *Process) Stop(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultStopTimeout)
+		defer cancel()
+	}
+	_, err := p.request(ctx, "stop")
+	if err == nil {
+		select {
+		case <-p.done:
+			return nil
+		case <-ctx.Done():
+		}
+	}
+	p.kill()
+	<-p.done
+	return nil
+}
+
+// Kill ends the process at once (SIGKILL to its process group).
+func (p *Process) Kill() {
+	p.kill()
+	<-p.done
+}
+
+// Done is closed when the process has ended and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until the process has ended and returns why.
+func (p *Process) Wait() (ExitReason, error) {
+	<-p.done
+	return p.reason, p.err
+}
+
+// Err is nil while running and after a clean end (stop, guest reset or
+// poweroff); otherwise the failure (a crash, a VMM error, a signal such
+// as a seccomp kill).
+func (p *Process) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// Reason is why the process ended (ExitRunning before).
+func (p *Process) Reason() ExitReason {
+	select {
+	case <-p.done:
+		return p.reason
+	default:
+		return ExitRunning
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// lastError is the last "vmm: " line that is not the exit-reason line.
+func (t *tailBuffer) lastError() string {
+	lines := strings.Split(strings.TrimSpace(t.String()), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "vmm: ") && !strings.HasPrefix(lines[i], "vmm: exit reason=") {
+			return strings.TrimPrefix(lines[i], "vmm: ")
+		}
+	}
+	if len(lines) > 0 {
+		return lines[len(lines)-1]
+	}
+	return ""
+}
