@@ -171,6 +171,20 @@ func (c *COW) Reflink() bool { return c.reflink }
 // Size implements Disk.Size.
 func (c *COW) Size() int64 { return c.size }
 
+// Written lists the chunks the overlay holds, in order (nil in reflink
+// mode, where the whole overlay is the disk).
+func (c *COW) Written() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var w []int64
+	for i := int64(0); i < c.chunks() && !c.reflink; i++ {
+		if c.has(i) {
+			w = append(w, i)
+		}
+	}
+	return w
+}
+
 func (c *COW) has(chunk int64) bool { return c.bits[chunk/8]&(1<<(chunk%8)) != 0 }
 
 // ReadAt implements io.ReaderAt.

@@ -233,8 +233,8 @@ func TestBulk(t *testing.T) {
 	// Guest loop: receive everything, grant credit as it "reads", and
 	// send its own data within the host's credit.
 	var recv []byte
-	var fwd uint32           // what the guest consumed
-	var sent int             // bytes of down sent
+	var fwd uint32 // what the guest consumed
+	var sent int   // bytes of down sent
 	var hostBuf, hostFwd uint32 = bufAlloc, 0
 	eof := false
 	for !eof || sent < size {
@@ -246,9 +246,6 @@ func TestBulk(t *testing.T) {
 			}
 			g.send(opRW, 7, hp, 0, fwd, down[sent:sent+n])
 			sent += n
-		}
-		if sent == size && !eof {
-			// keep going until EOF
 		}
 		u, ok := g.d.Wait(rxQueue, 5*time.Second)
 		if !ok {
