@@ -11,7 +11,9 @@
 // sandfs.gw, sandfs.dns, sandfs.hostname, sandfs.iface, sandfs.mtu,
 // sandfs.time, sandfs.port, sandfs.debug), sets clock, host name, lo and
 // eth0 (rtnetlink), makes sure root (0) and user (1000, /home/user)
-// exist, then serves 9P on vsock port 564 (AF_VSOCK listen, any CID).
+// exist, then serves 9P on vsock port 564, accepting connections from the
+// host (CID 2) only, so guest processes cannot reach it over vsock
+// loopback.
 // Failures are logged to the console and skipped; PID 1 never exits.
 //
 // # Tree
@@ -132,7 +134,10 @@
 // get the uid/gid the client sends. Supported: walk, open, create,
 // mkdir, read, write, setattr (mode, owner, size, times), rename,
 // unlink, readdir, symlink, readlink, link, mknod, getattr, statfs,
-// fsync. Not supported: xattrs, locks.
+// fsync. Not supported: xattrs (p9 v0.3.0's Txattrwalk hands the fid's
+// File to a second fid without a reference, so clunking that fid would
+// Close the first; GetXattr answers ENOSYS so that path is never taken)
+// and locks.
 //
 // # Reaping
 //

@@ -71,19 +71,40 @@ func main() {
 func listener(spec string, port uint32) (net.Listener, error) {
 	switch {
 	case spec == "vsock":
-		return vsock.Listen(port, nil)
+		l, err := vsock.Listen(port, nil)
+		return hostOnly{l}, err
 	case strings.HasPrefix(spec, "vsock:"):
 		var p uint32
 		if _, err := fmt.Sscanf(spec, "vsock:%d", &p); err != nil {
 			return nil, fmt.Errorf("bad port in %q", spec)
 		}
-		return vsock.Listen(p, nil)
+		l, err := vsock.Listen(p, nil)
+		return hostOnly{l}, err
 	case strings.HasPrefix(spec, "unix:"):
 		path := strings.TrimPrefix(spec, "unix:")
 		os.Remove(path)
 		return net.Listen("unix", path)
 	}
 	return nil, fmt.Errorf("unknown listener %q", spec)
+}
+
+// hostOnly accepts vsock connections from the host (CID 2) only: a guest
+// process reaching port 564 over vsock loopback (CID 1) or another CID
+// would otherwise drive procs/ as root.
+type hostOnly struct{ *vsock.Listener }
+
+func (l hostOnly) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if a, ok := c.RemoteAddr().(*vsock.Addr); ok && a.ContextID == vsock.Host {
+			return c, nil
+		}
+		log.Printf("refusing vsock connection from %v: not the host", c.RemoteAddr())
+		c.Close()
+	}
 }
 
 // initDuties does PID 1's set-up. Failures are logged and skipped: a
