@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if os.Getpid() == 1 && os.Args[0] == "/init" {
 		GuestInit()
 	}
+	if os.Getenv("SANDFS_TEST_SECCOMP") != "" {
+		seccompChild()
+	}
 	if len(os.Args) > 1 && os.Args[1] == "vmm" {
 		os.Exit(Main(os.Args[2:]))
 	}

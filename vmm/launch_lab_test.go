@@ -1,0 +1,246 @@
+package vmm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// launchConfig is a VMM process config for the test guest in dir.
+func launchConfig(t *testing.T, dir, mode string) Config {
+	t.Helper()
+	needKVM(t)
+	initrd := filepath.Join(dir, "initrd")
+	if _, err := os.Stat(initrd); err != nil {
+		if err := os.WriteFile(initrd, testInitrd(t), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Config{
+		ID: "t", Kernel: kernelPath(t), Initrd: initrd, Cmdline: "quiet " + GuestMode + "=" + mode,
+		MemBytes: 128 << 20, CPUs: 1,
+		Socket: filepath.Join(dir, "ctl.sock"), Console: filepath.Join(dir, "console"),
+		LogFile: filepath.Join(dir, "vmm.log"),
+	}
+}
+
+func waitFile(t *testing.T, path, s string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), s) {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has no %q after %v:\n%s", path, s, d, tail(string(b), 2000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestLaunchPauseResumeStop(t *testing.T) {
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "ticks")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	waitFile(t, cfg.Console, "tick 2\n", bootTimeout)
+	if err := p.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Status(ctx); err != nil || !strings.HasPrefix(st, "paused ") {
+		t.Errorf("Status = %q, %v; want paused", st, err)
+	}
+	snap := filepath.Join(dir, "snap")
+	if err := p.Save(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Request(ctx, "bogus"); err == nil || !strings.Contains(err.Error(), `unknown verb "bogus"`) {
+		t.Errorf("bogus verb: %v", err)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := p.Wait(); r != ExitStopped || err != nil {
+		t.Errorf("Wait = %v, %v; want stopped, nil", r, err)
+	}
+
+	// Restore the snapshot in a new process: ticks continue, no reboot.
+	b, _ := os.ReadFile(cfg.Console)
+	before := countTicks(string(b))
+	cfg2 := cfg
+	cfg2.Restore = snap
+	cfg2.Console = filepath.Join(dir, "console2")
+	p2, err := Launch(ctx, cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Kill()
+	out := waitFile(t, cfg2.Console, "tick ", 30*time.Second)
+	if strings.Contains(out, "SANDFS-GUEST-INIT") || strings.Contains(out, "tick 0\n") {
+		t.Errorf("restored guest rebooted: %q", tail(out, 300))
+	}
+	_ = before
+	p2.Stop(ctx)
+}
+
+func TestLaunchGuestReset(t *testing.T) {
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "reboot")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		p.Kill()
+		t.Fatal("guest reboot did not end the VMM")
+	}
+	if r, err := p.Wait(); r != ExitReset || err != nil {
+		t.Errorf("Wait = %v, %v; want reset, nil", r, err)
+	}
+}
+
+func TestLaunchSeccompKill(t *testing.T) {
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "forever")
+	cfg.Jail.Seccomp = true
+	cfg.TestHooks = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	if _, err := p.Status(ctx); err != nil {
+		t.Fatalf("confined VMM does not answer status: %v", err)
+	}
+	_, err = p.Request(ctx, "x-syscall 101") // ptrace
+	if err == nil {
+		t.Fatalf("forbidden syscall returned")
+	}
+	<-p.Done()
+	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "seccomp") {
+		t.Errorf("Err = %v; want a seccomp kill", err)
+	}
+	if !errors.Is(p.Pause(ctx), ErrEnded) {
+		t.Errorf("Pause after death: want ErrEnded")
+	}
+}
+
+func TestLaunchConfined(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root for namespaces and cgroups")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	cfg := launchConfig(t, dir, "forever")
+	cfg.Jail = JailConfig{Namespaces: true, Seccomp: true, UID: 65534, GID: 65534, Cgroup: "sandfs-test/t" + strconv.Itoa(os.Getpid())}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	st, err := p.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st, " pid=1") {
+		t.Errorf("status %q: VMM is not PID 1 of its own PID namespace", st)
+	}
+	status, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/status")
+	if !strings.Contains(string(status), "Uid:\t65534") || !strings.Contains(string(status), "Seccomp:\t2") {
+		t.Errorf("/proc/pid/status: uid or seccomp not applied:\n%s", status)
+	}
+	cg, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/cgroup")
+	if !strings.Contains(string(cg), cfg.Jail.Cgroup) {
+		t.Errorf("cgroup = %q; want %s", cg, cfg.Jail.Cgroup)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/" + cfg.Jail.Cgroup); err == nil {
+		t.Errorf("cgroup left behind")
+	}
+}
+
+// TestLaunchNoLeaks runs 20 create/kill cycles and checks that no process
+// or file descriptor is left behind.
+func TestLaunchNoLeaks(t *testing.T) {
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "forever")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	fds0 := countFDs(t)
+	for i := 0; i < 20; i++ {
+		p, err := Launch(ctx, cfg)
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		pid := p.Pid()
+		if i%2 == 0 {
+			p.Kill()
+		} else if err := p.Stop(ctx); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Fatalf("cycle %d: pid %d still exists", i, pid)
+		}
+	}
+	if fds := countFDs(t); fds > fds0 {
+		t.Errorf("fds: %d before, %d after 20 cycles", fds0, fds)
+	}
+	if kids := children(t); len(kids) > 0 {
+		t.Errorf("children left: %v", kids)
+	}
+	if _, err := os.Stat(cfg.Socket); err == nil {
+		t.Errorf("control socket left behind")
+	}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func children(t *testing.T) []string {
+	b, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children")
+	var out []string
+	for _, task := range mustTasks() {
+		c, _ := os.ReadFile("/proc/self/task/" + task + "/children")
+		out = append(out, strings.Fields(string(c))...)
+	}
+	_ = b
+	return out
+}
+
+func mustTasks() []string {
+	ents, _ := os.ReadDir("/proc/self/task")
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
