@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -120,7 +121,9 @@ type agentCtlFile struct {
 	synth
 	templatefs.NotDirectoryFile
 	isErr bool
-	text  []byte
+
+	mu   sync.Mutex // guards text
+	text []byte
 }
 
 var _ p9.File = (*agentCtlFile)(nil)
@@ -155,6 +158,8 @@ func (f *agentCtlFile) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 
 // ReadAt implements p9.File.ReadAt.
 func (f *agentCtlFile) ReadAt(b []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if off == 0 || f.text == nil {
 		if f.isErr {
 			f.c.s.mu.Lock()

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"io"
+	"sync"
 
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
 	"github.com/hugelgupf/p9/linux"
@@ -59,9 +60,11 @@ type procFile struct {
 
 	p      *proc
 	kind   procFileKind
-	opened bool
-	text   []byte // the text being read (ctl, status, wait, err)
-	isText bool   // text was generated for this open
+	opened bool // set by Open, cleared by Close (never concurrent with reads)
+
+	mu     sync.Mutex // guards text and isText: p9 may run reads of one fid concurrently
+	text   []byte     // the text being read (ctl, status, wait, err, config)
+	isText bool       // text was generated for this open
 }
 
 var _ p9.File = (*procFile)(nil)
@@ -128,6 +131,8 @@ func (f *procFile) ReadAt(b []byte, off int64) (int, error) {
 	case kStdin:
 		return 0, linux.EACCES
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if off == 0 || !f.isText {
 		var s string
 		switch f.kind {
