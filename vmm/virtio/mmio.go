@@ -97,7 +97,8 @@ type Transport struct {
 	intStatus  atomic.Uint32
 	needsReset atomic.Bool
 
-	work sync.RWMutex // pause gate: device batches hold it shared, Pause exclusive
+	work   sync.RWMutex // pause gate: device batches hold it shared, Pause exclusive
+	paused atomic.Bool  // work is held by Pause
 }
 
 var _ bus.MMIODevice = (*Transport)(nil)
@@ -144,10 +145,20 @@ func (t *Transport) End() { t.work.RUnlock() }
 
 // Pause waits for device batches in flight and holds new ones off until
 // Resume, so that guest memory and Save agree. The vCPUs must be stopped.
-func (t *Transport) Pause() { t.work.Lock() }
+func (t *Transport) Pause() {
+	if t.paused.Load() {
+		return
+	}
+	t.work.Lock()
+	t.paused.Store(true)
+}
 
 // Resume lets device batches run again after Pause.
-func (t *Transport) Resume() { t.work.Unlock() }
+func (t *Transport) Resume() {
+	if t.paused.Swap(false) {
+		t.work.Unlock()
+	}
+}
 
 // Interrupt sets bits in InterruptStatus and signals the line as an edge.
 func (t *Transport) Interrupt(bits uint32) {
@@ -370,8 +381,12 @@ func (t *Transport) reset() {
 }
 
 // Close stops a live device (as a driver reset would) so that its
-// goroutines exit; used when the VM shuts down.
+// goroutines exit; used when the VM shuts down, possibly paused: the
+// device goroutines are let go to see their stop signal, and must not find
+// guest RAM unmapped yet. After Close returns, the device never touches
+// guest memory again.
 func (t *Transport) Close() {
+	t.Resume()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.live.Swap(false) {

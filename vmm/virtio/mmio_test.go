@@ -208,3 +208,17 @@ func TestSaveRestore(t *testing.T) {
 		t.Errorf("NextUsed = %d, want 3", s3.Queues[0].NextUsed)
 	}
 }
+
+func TestCloseWhilePaused(t *testing.T) {
+	tr, d := setup(t, virtiotest.Options{})
+	tr.Pause()
+	d.AddKick(0, virtiotest.R([]byte("x")), virtiotest.W(8))
+	done := make(chan struct{})
+	go func() { tr.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs on a paused transport")
+	}
+	tr.Resume() // harmless after Close
+}

@@ -12,11 +12,14 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sandfs/vmm/bus"
 	"sandfs/vmm/virtio"
@@ -60,6 +63,8 @@ type Device struct {
 	txKick virtio.Kick
 	run    virtio.Runner
 
+	dup *os.File // our pollable duplicate of an *os.File tap, closed by Close
+
 	mu      sync.Mutex // guards stopped
 	stopped bool       // set by Reset to tell the RX reader to exit
 
@@ -83,6 +88,13 @@ var _ virtio.Device = (*Device)(nil)
 // device does not close tap: the caller does, after Close.
 func New(mem bus.Memory, irq bus.IRQ, line uint32, tap Tap, cfg Config) *Device {
 	d := &Device{tap: tap, mac: cfg.MAC, rxKick: virtio.NewKick(), txKick: virtio.NewKick()}
+	if f, ok := tap.(*os.File); ok {
+		if p, err := pollable(f); err == nil {
+			d.tap, d.dup = p, p
+		} else {
+			slog.Warn("virtio-net: tap is not pollable; reset may hang", "err", err)
+		}
+	}
 	if d.mac == [6]byte{} {
 		rand.Read(d.mac[:])
 		d.mac[0] = d.mac[0]&^1 | 2 // unicast, locally administered
@@ -235,8 +247,36 @@ func (d *Device) Reset() {
 	d.tap.SetReadDeadline(time.Time{})
 }
 
-// Close stops the device (not the tap).
+// Close stops the device (not the caller's tap).
 func (d *Device) Close() error {
 	d.t.Close()
+	if d.dup != nil {
+		d.dup.Close()
+	}
 	return nil
+}
+
+// pollable returns a non-blocking duplicate of f registered with Go's
+// poller, so that reads can be interrupted with a deadline whatever mode
+// the inherited tap fd was in.
+func pollable(f *os.File) (*os.File, error) {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nfd := -1
+	var derr error
+	if err := sc.Control(func(fd uintptr) {
+		nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("dup tap: %w", derr)
+	}
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		unix.Close(nfd)
+		return nil, fmt.Errorf("tap nonblock: %w", err)
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
 }

@@ -98,6 +98,29 @@ func TestResetStopsReader(t *testing.T) {
 	}
 }
 
+func TestBlockingTapReset(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tapDev, host := os.NewFile(uintptr(fds[0]), "dev"), os.NewFile(uintptr(fds[1]), "host")
+	defer tapDev.Close()
+	defer host.Close()
+	mem, irq := virtiotest.NewMem(8<<20), virtiotest.NewIRQ()
+	dev := New(mem, irq, 10, tapDev, Config{})
+	d := virtiotest.Init(t, dev.Transport(), mem, irq, virtiotest.Options{})
+	d.AddKick(rxQueue, virtiotest.W(1526))
+	host.Write(frame("x"))
+	d.MustWait(rxQueue)
+	done := make(chan struct{})
+	go func() { dev.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs on a blocking tap fd")
+	}
+}
+
 func TestSaveRestore(t *testing.T) {
 	dev, d, host := setup(t)
 	d.AddKick(rxQueue, virtiotest.W(1526))
