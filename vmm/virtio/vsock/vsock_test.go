@@ -361,3 +361,47 @@ func TestSaveRestoreTransportReset(t *testing.T) {
 		t.Fatalf("request %+v", p.hdr)
 	}
 }
+
+// TestHostileGuest sends random packets; the device must neither panic nor
+// stop serving.
+func TestHostileGuest(t *testing.T) {
+	g := newGuest(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 500 {
+		h := hdr{SrcCID: 3, DstCID: HostCID, SrcPort: r.Uint32N(4), DstPort: r.Uint32N(4),
+			Type: uint16(r.Uint32N(3)), Op: uint16(r.Uint32N(9)), Flags: r.Uint32N(4),
+			BufAlloc: r.Uint32(), FwdCnt: r.Uint32()}
+		data := make([]byte, r.IntN(64))
+		h.Len = uint32(len(data))
+		if r.IntN(10) == 0 {
+			h.Len = r.Uint32() // lies about its length
+		}
+		b := make([]byte, hdrLen)
+		h.encode(b)
+		g.d.AddKick(txQueue, virtiotest.R(b), virtiotest.R(append(data, 0)))
+		for {
+			if _, ok := g.d.Poll(txQueue); !ok {
+				break
+			}
+		}
+		for g.d.Pending(txQueue) > 16 {
+			g.d.Wait(txQueue, time.Second)
+		}
+		for { // drain replies
+			if _, ok := g.d.Poll(rxQueue); !ok {
+				break
+			}
+			g.post(1)
+		}
+	}
+	if s := g.d.Reg32(0x070); s&0x40 != 0 {
+		t.Fatalf("device failed: status %#x", s)
+	}
+	g.send(opRequest, 9999, 4242, 0, 0, nil) // nothing listens: RST
+	for {
+		p := g.recv()
+		if p.Op == opRST && p.DstPort == 9999 {
+			break
+		}
+	}
+}
