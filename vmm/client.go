@@ -137,7 +137,16 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = fd
 	}
+	// Connect now: the socket listens already (the backlog holds us until
+	// the process accepts), and p.conn is set before reap can look at it.
+	conn, err := net.Dial("unix", cfg.Socket)
+	if err != nil {
+		p.removeCgroup()
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	p.conn, p.rd = conn, bufio.NewReader(conn)
 	if err := cmd.Start(); err != nil {
+		conn.Close()
 		p.removeCgroup()
 		return nil, fmt.Errorf("launch: %w", err)
 	}
@@ -150,11 +159,6 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	}()
 
 	// Wait until the process serves its control socket (after boot starts).
-	conn, err := net.Dial("unix", cfg.Socket)
-	if err != nil {
-		return nil, fmt.Errorf("launch: %w", err)
-	}
-	p.conn, p.rd = conn, bufio.NewReader(conn)
 	if _, err := p.request(ctx, "status"); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}

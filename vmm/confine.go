@@ -122,6 +122,8 @@ var allowedSyscalls = []uintptr{
 	unix.SYS_EVENTFD2, unix.SYS_PIPE2, unix.SYS_FCNTL, unix.SYS_PRLIMIT64, unix.SYS_UNAME,
 	unix.SYS_SETITIMER, unix.SYS_TIMER_CREATE, unix.SYS_TIMER_SETTIME, unix.SYS_TIMER_DELETE,
 	unix.SYS_GETUID, unix.SYS_GETEUID, unix.SYS_GETGID, unix.SYS_GETEGID, unix.SYS_MINCORE,
+	// glibc threads (cgo builds): rseq and robust futex lists on each new thread.
+	unix.SYS_RSEQ, unix.SYS_SET_ROBUST_LIST, unix.SYS_EPOLL_PWAIT2, unix.SYS_MEMBARRIER,
 	// KVM and device I/O.
 	unix.SYS_IOCTL, unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_READV, unix.SYS_WRITEV,
 	unix.SYS_PREADV, unix.SYS_PWRITEV, unix.SYS_LSEEK, unix.SYS_FSYNC, unix.SYS_FDATASYNC,

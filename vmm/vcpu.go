@@ -64,14 +64,16 @@ func (c *vcpu) setup(supported []kvm.CPUIDEntry, cpus int, bp *boot.Params) erro
 	if err := c.k.SetCPUID2(c.cpuid); err != nil {
 		return err
 	}
-	if err := c.k.SetMSRs([]kvm.MSR{
+	for _, msr := range []kvm.MSR{
 		{Index: kvm.MSRIA32SysenterCS}, {Index: kvm.MSRIA32SysenterESP}, {Index: kvm.MSRIA32SysenterEIP},
 		{Index: kvm.MSRSTAR}, {Index: kvm.MSRCSTAR}, {Index: kvm.MSRKernelGSBase},
 		{Index: kvm.MSRSyscallMask}, {Index: kvm.MSRLSTAR}, {Index: kvm.MSRIA32TSC},
 		{Index: kvm.MSRIA32MiscEnable, Data: kvm.MiscEnableFastString},
 		{Index: kvm.MSRMTRRDefType, Data: 1<<11 | 6}, // MTRRs on, default write-back
-	}); err != nil {
-		return err
+	} {
+		if err := c.k.SetMSRs([]kvm.MSR{msr}); err != nil {
+			c.m.log.Warn("boot MSR refused", "vcpu", c.id, "msr", fmt.Sprintf("%#x", msr.Index), "err", err)
+		}
 	}
 	if err := c.k.SetFPU(kvm.FPU{FCW: 0x37f, MXCSR: 0x1f80}); err != nil {
 		return err
