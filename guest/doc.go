@@ -100,16 +100,16 @@
 //
 // stdout, stderr and wait block until there is something to return. p9
 // answers Tflush only after the flushed request returns, and calls Close
-// on a clunked fid only after its in-flight reads return, so a blocking
-// read cannot be cut short by flush or clunk. It ends by itself when:
-// data arrives; the stream ends or the process exits (wait); the slot is
-// freed (EOF); or its connection ends (EINTR) — each connection gets its
-// own p9.Server and a context that its reader cancels on EOF or error.
-// The host's way to abandon a blocking read is therefore to close that
-// connection; use one connection per long-lived reader if readers must be
-// cancelled independently. A blocking read also holds its connection's
-// rename lock (Trenameat waits for it), so do fs/ renames on a connection
-// that does not stream.
+// on a clunked fid only after its in-flight reads return, so the agent
+// watches the request stream itself (wire.go) to end a blocking read
+// when: data arrives; the stream ends or the process exits (wait); the
+// slot is freed (EOF); its tag is flushed (Tflush: EINTR, then Rflush);
+// its fid is clunked or removed (EINTR); or its connection ends (EINTR).
+// So a host abandons a read by flushing it (Linux v9fs on a signal) or
+// by closing the file (the p9 client sends no Tflush). A blocking read
+// holds its connection's p9 rename lock while it waits (Trenameat and
+// Tremove wait for it), so do fs/ renames on a connection that does not
+// stream.
 //
 // # Lifetimes
 //

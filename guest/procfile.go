@@ -123,7 +123,9 @@ func (f *procFile) Close() error {
 func (f *procFile) ReadAt(b []byte, off int64) (int, error) {
 	switch f.kind {
 	case kStdout, kStderr:
-		n, err := f.p.read(f.c.ctx, int(f.kind-kStdout)+1, b)
+		ctx, done := f.c.blocking()
+		defer done()
+		n, err := f.p.read(ctx, int(f.kind-kStdout)+1, b)
 		if err == io.EOF {
 			return 0, nil
 		}
@@ -145,8 +147,10 @@ func (f *procFile) ReadAt(b []byte, off int64) (int, error) {
 		case kConfig:
 			s = f.p.config()
 		case kWait:
+			ctx, done := f.c.blocking()
+			defer done()
 			var err error
-			if s, err = f.p.wait(f.c.ctx); err != nil {
+			if s, err = f.p.wait(ctx); err != nil {
 				return 0, errOut(err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -83,27 +84,54 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) ServeConn(c io.ReadWriteCloser) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cc := &ctxConn{ReadWriteCloser: c, cancel: cancel}
+	pc := &conn{s: s, ctx: ctx}
+	pc.wire.init()
+	cc := &ctxConn{ReadWriteCloser: c, cancel: cancel, c: pc}
 	var opts []p9.ServerOpt
 	if s.opt.Debug {
 		opts = append(opts, p9.WithServerLogger(logger(s.opt.Logf)))
 	}
-	srv := p9.NewServer(&attacher{c: &conn{s: s, ctx: ctx}}, opts...)
+	srv := p9.NewServer(&attacher{c: pc}, opts...)
+	defer func() {
+		// See ctxConn.Read: p9 v0.3.0 can panic in connState.stop
+		// ("WaitGroup is reused before previous Wait has returned")
+		// when a connection ends; one connection must not take PID 1
+		// down.
+		if r := recover(); r != nil {
+			s.opt.Logf("9p connection ended with a panic in p9: %v", r)
+		}
+	}()
 	srv.Handle(cc, cc)
 }
 
 // ctxConn cancels the connection's context when reading from it fails,
-// which is how blocking reads learn that their client is gone.
+// which is how blocking reads learn that their client is gone, and shows
+// every byte read to the sniffer (wire.go), which is how they learn of
+// Tflush and Tclunk.
 type ctxConn struct {
 	io.ReadWriteCloser
 	cancel context.CancelFunc
 	once   sync.Once
+	c      *conn
+	sniff  sniffer // used only under p9's receive lock
 }
 
 func (c *ctxConn) Read(b []byte) (int, error) {
 	n, err := c.ReadWriteCloser.Read(b)
+	if n > 0 {
+		c.sniff.feed(c.c, b[:n])
+	}
 	if err != nil {
 		c.once.Do(c.cancel)
+		// p9 v0.3.0 starts each extra receiver with `go
+		// handleRequests()`, whose pendingWg.Add(1) runs in the new
+		// goroutine; if this (the last) read fails before it has run,
+		// connState.stop's pendingWg.Wait races with that Add (a
+		// WaitGroup misuse panic). Give such a goroutine time to reach
+		// its Add — it then finds recvShutdown and returns — before
+		// reporting the end. Costs 20ms once per connection.
+		runtime.Gosched()
+		time.Sleep(20 * time.Millisecond)
 	}
 	return n, err
 }
@@ -127,12 +155,11 @@ func (s *Server) fsRoot(c *conn) (*fsFile, error) { return newFSRoot(c, s.root) 
 
 // Dial attaches to a guest agent over conn (for the host daemon: conn
 // is the VMM's hybrid vsock after "CONNECT 564"). The returned file is
-// the agent's root; close the client to drop the connection, which also
-// ends every blocking read made on it.
-//
-// A blocking read (stdout, stderr, wait) holds the p9 server's rename lock
-// for its connection while it waits, so use one connection for streaming
-// procs/ files and another for fs/ work that renames.
+// the agent's root. A blocking read (stdout, stderr, wait) ends when its
+// file is closed (Tclunk) or the client is closed. It holds the p9
+// server's rename lock for its connection while it waits, so use one
+// connection for streaming procs/ files and another for fs/ work that
+// renames.
 func Dial(conn net.Conn) (*p9.Client, p9.File, error) {
 	c, err := p9.NewClient(conn, p9.WithMessageSize(1<<20))
 	if err != nil {

@@ -15,8 +15,9 @@ import (
 // EOF or an error, which ends every blocking read on it (p9 waits for all
 // in-flight requests before it closes the fids of a dead connection).
 type conn struct {
-	s   *Server
-	ctx context.Context
+	s    *Server
+	ctx  context.Context
+	wire wireState // Tflush/Tclunk tracking, see wire.go
 }
 
 // Synthetic QIDs live in the top half of the path space, away from the

@@ -1,0 +1,144 @@
+package guest
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hugelgupf/p9/p9"
+)
+
+// TestClunkEndsBlockedRead: closing a file (Tclunk) while a read on it
+// blocks ends that read; the process and the connection go on.
+func TestClunkEndsBlockedRead(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	n, ctl := newProcess(t, root, "start sleep 100")
+	for _, name := range []string{"stdout", "stderr", "wait"} {
+		f, err := walk(t, root, "procs/"+n+"/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.Open(p9.ReadOnly); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := f.ReadAt(make([]byte, 10), 0); done <- err }()
+		time.Sleep(50 * time.Millisecond)
+		f.Close()
+		select {
+		case err := <-done:
+			t.Logf("%s: blocked read ended with %v", name, err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: blocked read did not end on clunk", name)
+		}
+	}
+	if st := readFile(t, root, "procs/"+n+"/status"); !strings.Contains(st, "running") {
+		t.Errorf("status %q", st)
+	}
+	mustWrite(t, ctl, "signal KILL")
+	waitLine(t, root, n)
+}
+
+// rawConn speaks just enough 9P2000.L by hand to send Tflush, which the
+// p9 client never does.
+type rawConn struct {
+	t *testing.T
+	c net.Conn
+}
+
+func (r *rawConn) send(typ byte, tag uint16, body ...any) {
+	var b []byte
+	for _, x := range body {
+		switch v := x.(type) {
+		case uint16:
+			b = binary.LittleEndian.AppendUint16(b, v)
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case uint64:
+			b = binary.LittleEndian.AppendUint64(b, v)
+		case string:
+			b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+		}
+	}
+	msg := binary.LittleEndian.AppendUint32(nil, uint32(7+len(b)))
+	msg = append(msg, typ)
+	msg = binary.LittleEndian.AppendUint16(msg, tag)
+	msg = append(msg, b...)
+	if _, err := r.c.Write(msg); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// recv returns the next reply's type and tag.
+func (r *rawConn) recv() (byte, uint16) {
+	r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var hdr [7]byte
+	if _, err := io.ReadFull(r.c, hdr[:]); err != nil {
+		r.t.Fatalf("recv: %v", err)
+	}
+	size := binary.LittleEndian.Uint32(hdr[:4])
+	io.CopyN(io.Discard, r.c, int64(size-7))
+	return hdr[4], binary.LittleEndian.Uint16(hdr[5:])
+}
+
+func (r *rawConn) expect(typ byte, tag uint16) {
+	r.t.Helper()
+	if gt, gtag := r.recv(); gt != typ || gtag != tag {
+		r.t.Fatalf("reply type %d tag %d, want type %d tag %d", gt, gtag, typ, tag)
+	}
+}
+
+func TestFlushEndsBlockedRead(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	n, ctl := newProcess(t, root, "start sleep 100")
+
+	fds, _ := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	f0, f1 := os.NewFile(uintptr(fds[0]), "s"), os.NewFile(uintptr(fds[1]), "c")
+	sc, _ := net.FileConn(f0)
+	cc, _ := net.FileConn(f1)
+	f0.Close()
+	f1.Close()
+	go ts.srv.ServeConn(sc)
+	defer cc.Close()
+	r := &rawConn{t, cc}
+	const (
+		rlerror  = 7
+		rlopen   = 13
+		rversion = 101
+		rattach  = 105
+		rflush   = 109
+		rwalk    = 111
+		rread    = 117
+	)
+	r.send(100, 0xffff, uint32(8192), "9P2000.L")
+	r.expect(rversion, 0xffff)
+	r.send(p9Tattach, 1, uint32(1), uint32(0xffffffff), "root", "", uint32(0))
+	r.expect(rattach, 1)
+	r.send(p9Twalk, 2, uint32(1), uint32(2), uint16(3), "procs", n, "stdout")
+	r.expect(rwalk, 2)
+	r.send(12, 3, uint32(2), uint32(0)) // Tlopen O_RDONLY
+	r.expect(rlopen, 3)
+	r.send(p9Tread, 4, uint32(2), uint64(0), uint32(100))
+	time.Sleep(100 * time.Millisecond)
+	r.send(p9Tflush, 5, uint16(4))
+	// The read ends (EINTR), then the flush is answered.
+	if typ, tag := r.recv(); tag != 4 || typ != rlerror && typ != rread {
+		t.Fatalf("after Tflush: reply type %d tag %d, want the read's (tag 4)", typ, tag)
+	}
+	r.expect(rflush, 5)
+	// The fid still works: a new read blocks until data, and the
+	// connection serves other requests meanwhile.
+	r.send(p9Tclunk, 6, uint32(2))
+	r.expect(121, 6) // Rclunk
+
+	mustWrite(t, ctl, "signal KILL")
+	waitLine(t, root, n)
+}
