@@ -35,3 +35,5 @@ func (vm *VM) DirtyLog(slot uint32, bitmap []uint64) error {
 	d.Bitmap = uint64(uintptr(unsafe.Pointer(&bitmap[0])))
 	return ioctlPtr(vm.fd, "KVM_GET_DIRTY_LOG", kvmGetDirtyLog, unsafe.Pointer(&d))
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

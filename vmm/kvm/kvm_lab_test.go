@@ -1,0 +1,146 @@
+package kvm
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func needKVM(t *testing.T) *System {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		if os.Getenv("SANDFS_LAB") == "1" {
+			t.Fatalf("SANDFS_LAB=1 but KVM is unusable: %s", why)
+		}
+		t.Skipf("needs KVM: %s", why)
+	}
+	s, err := Open("/dev/kvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// realModeVM is a VM with 64 KiB of RAM holding code at 0x1000, one vCPU in
+// real mode about to run it.
+func realModeVM(t *testing.T, s *System, code []byte) (*VM, *VCPU) {
+	vm, err := s.CreateVM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vm.Close() })
+	mem, err := unix.Mmap(-1, 0, 0x10000, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	copy(mem[0x1000:], code)
+	if err := vm.SetUserMemoryRegion(MemoryRegion{MemorySize: 0x10000, UserspaceAddr: uint64(uintptrOf(mem))}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := vm.CreateVCPU(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sr, err := c.GetSregs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr.CS.Base, sr.CS.Selector = 0, 0
+	if err := c.SetSregs(sr); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetRegs(Regs{RIP: 0x1000, RFLAGS: 2}); err != nil {
+		t.Fatal(err)
+	}
+	return vm, c
+}
+
+func TestRunIOAndHalt(t *testing.T) {
+	s := needKVM(t)
+	if s.CheckExtension(CapImmediateExit) == 0 {
+		t.Errorf("no KVM_CAP_IMMEDIATE_EXIT")
+	}
+	// mov al, 0x42; out 0x80, al; hlt
+	_, c := realModeVM(t, s, []byte{0xb0, 0x42, 0xe6, 0x80, 0xf4})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.ExitReason(); r != ExitIO {
+		t.Fatalf("exit = %d; want KVM_EXIT_IO", r)
+	}
+	if io := c.IOExit(); !io.Out || io.Port != 0x80 || io.Size != 1 || len(io.Data) != 1 || io.Data[0] != 0x42 {
+		t.Errorf("io exit = %+v", io)
+	}
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.ExitReason(); r != ExitHLT {
+		t.Errorf("exit = %d; want KVM_EXIT_HLT", r)
+	}
+	regs, err := c.GetRegs()
+	if err != nil || regs.RIP != 0x1005 {
+		t.Errorf("RIP = %#x, %v; want 0x1005", regs.RIP, err)
+	}
+	ents, err := s.SupportedCPUID()
+	if err != nil || len(ents) == 0 {
+		t.Errorf("SupportedCPUID = %d entries, %v", len(ents), err)
+	}
+	if err := c.SetCPUID2(ents); err != nil {
+		t.Errorf("SetCPUID2: %v", err)
+	}
+	msrs, err := s.MSRIndexList()
+	if err != nil || len(msrs) == 0 {
+		t.Fatalf("MSRIndexList = %d, %v", len(msrs), err)
+	}
+	got, err := c.ReadableMSRs(msrs)
+	if err != nil || len(got) == 0 {
+		t.Errorf("ReadableMSRs = %d of %d, %v", len(got), len(msrs), err)
+	}
+}
+
+// TestKick checks both ways out of KVM_RUN: immediate_exit before entry,
+// and a signal to the thread while the guest spins.
+func TestKick(t *testing.T) {
+	s := needKVM(t)
+	_, c := realModeVM(t, s, []byte{0xeb, 0xfe}) // jmp $
+	const sig = syscall.Signal(40)
+	signal.Notify(make(chan os.Signal, 1), sig)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	c.SetImmediateExit(true)
+	if err := c.Run(); !errors.Is(err, unix.EINTR) {
+		t.Fatalf("Run with immediate_exit = %v; want EINTR", err)
+	}
+	c.SetImmediateExit(false)
+
+	tid := unix.Gettid()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		unix.Tgkill(os.Getpid(), tid, sig)
+	}()
+	start := time.Now()
+	for {
+		err := c.Run()
+		if errors.Is(err, unix.EINTR) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("signal did not interrupt KVM_RUN")
+		}
+	}
+}
