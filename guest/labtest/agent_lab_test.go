@@ -1,0 +1,241 @@
+// Package labtest boots the base template (bin/sandfs-init as /sbin/init)
+// in a real VMM and drives the guest agent over the VMM's hybrid vsock,
+// the way the host daemon will. It needs KVM, build/vmlinuz and
+// build/templates/base.ext4: it skips without them, except in the lab
+// (SANDFS_LAB=1), where that is a failure. It is a separate package so
+// that the guest unit tests do not depend on the VMM building.
+package labtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/guest"
+	"sandfs/vmm"
+	"sandfs/vmm/kvm"
+)
+
+// TestMain doubles as the `sandfs vmm` process that vmm.Launch starts.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "vmm" {
+		os.Exit(vmm.Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+const bootTimeout = 3 * time.Minute // nested KVM under TCG is slow
+
+func need(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("SANDFS_LAB") == "1" {
+		t.Fatalf("SANDFS_LAB=1 but %s: %v", what, err)
+	}
+	t.Skipf("needs %s (run in the lab): %v", what, err)
+}
+
+func file(env, rel string) string {
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	p, _ := filepath.Abs(filepath.Join("../..", rel))
+	return p
+}
+
+// bootAgent boots the template and returns the agent's root over vsock.
+func bootAgent(t *testing.T, extraCmdline string) p9.File {
+	t.Helper()
+	if ok, why := kvm.Available(); !ok {
+		need(t, "KVM", fmt.Errorf("%s", why))
+	}
+	kernel := file("SANDFS_KERNEL", "build/vmlinuz")
+	_, err := os.Stat(kernel)
+	need(t, "a kernel (make kernel)", err)
+	tmplDir := file("SANDFS_TEMPLATES", "build/templates")
+	base := filepath.Join(tmplDir, "base.ext4")
+	_, err = os.Stat(base)
+	need(t, "the base template (make template)", err)
+
+	dir, err := os.MkdirTemp("", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := vmm.Config{
+		ID: "agent", Kernel: kernel, MemBytes: 512 << 20, CPUs: 1,
+		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init console=ttyS0 sandfs.hostname=agent-test " +
+			"sandfs.time=" + strconv.FormatInt(time.Now().UnixNano(), 10) + " " + extraCmdline,
+		Disks:  []vmm.DiskConfig{{Path: base, Overlay: filepath.Join(dir, "overlay")}},
+		Vsock:  &vmm.VsockConfig{CID: 3, UDS: filepath.Join(dir, "v.sock")},
+		Socket: filepath.Join(dir, "ctl.sock"), Console: filepath.Join(dir, "console"),
+		LogFile: filepath.Join(dir, "vmm.log"),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
+	defer cancel()
+	p, err := vmm.Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(cfg.Console)
+			t.Logf("console:\n%s", tail(string(b), 4000))
+		}
+	})
+	start := time.Now()
+	for {
+		c, err := connect(cfg.Vsock.UDS, 564)
+		if err == nil {
+			cl, root, err := guest.Dial(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cl.Close() })
+			t.Logf("agent answered %v after launch", time.Since(start).Round(time.Millisecond))
+			return root
+		}
+		if time.Since(start) > bootTimeout {
+			t.Fatalf("no agent on vsock port 564 after %v: %v", bootTimeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// connect opens a host→guest vsock stream through the VMM's hybrid
+// socket: "CONNECT <port>\n", reply "OK <n>\n".
+func connect(uds string, port int) (net.Conn, error) {
+	c, err := net.Dial("unix", uds)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c, "CONNECT %d\n", port)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Read the reply byte by byte: nothing after the newline is ours.
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < 64 {
+		if _, err := c.Read(b); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if b[0] == '\n' {
+			break
+		}
+		line = append(line, b[0])
+	}
+	c.SetReadDeadline(time.Time{})
+	if !strings.HasPrefix(string(line), "OK ") {
+		c.Close()
+		return nil, fmt.Errorf("CONNECT %d: %q", port, line)
+	}
+	return c, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func walkOpen(t *testing.T, root p9.File, path string, mode p9.OpenFlags) p9.File {
+	t.Helper()
+	_, f, err := root.Walk(strings.Split(path, "/"))
+	if err != nil {
+		t.Fatalf("walk %s: %v", path, err)
+	}
+	if _, _, err := f.Open(mode); err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	return f
+}
+
+func readAll(t *testing.T, f p9.File) string {
+	t.Helper()
+	var out []byte
+	b := make([]byte, 64<<10)
+	for {
+		n, err := f.ReadAt(b, int64(len(out)))
+		out = append(out, b[:n]...)
+		if n == 0 || err != nil {
+			if err != nil && err != io.EOF {
+				t.Fatalf("read: %v", err)
+			}
+			return string(out)
+		}
+	}
+}
+
+// run starts a process with msgs and returns its stdout and wait line.
+func run(t *testing.T, root p9.File, msgs ...string) (string, string) {
+	t.Helper()
+	ctl := walkOpen(t, root, "procs/clone", p9.ReadWrite)
+	defer ctl.Close()
+	n := strings.TrimSpace(readAll(t, ctl))
+	for _, m := range msgs {
+		if _, err := ctl.WriteAt([]byte(m), 0); err != nil {
+			e := walkOpen(t, root, "procs/"+n+"/err", p9.ReadOnly)
+			t.Fatalf("%q: %v (%s)", m, err, readAll(t, e))
+		}
+	}
+	out := walkOpen(t, root, "procs/"+n+"/stdout", p9.ReadOnly)
+	defer out.Close()
+	o := readAll(t, out)
+	w := walkOpen(t, root, "procs/"+n+"/wait", p9.ReadOnly)
+	defer w.Close()
+	return o, readAll(t, w)
+}
+
+func TestAgentInTemplate(t *testing.T) {
+	root := bootAgent(t, "")
+	out, w := run(t, root, `exec 'hostname; cat /proc/1/comm; id -u user; awk ''{print $3}'' /proc/mounts | sort -u | tr "\n" " "; date +%s'`)
+	if !strings.Contains(w, "exited code=0") {
+		t.Fatalf("wait %q, stdout %q", w, out)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 5 || lines[0] != "agent-test" || lines[2] != "1000" {
+		t.Errorf("hostname, init, uid of user: %q", out)
+	}
+	for _, fs := range []string{"proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "cgroup2", "ext4"} {
+		if !strings.Contains(lines[3], fs) {
+			t.Errorf("no %s mounted: %s", fs, lines[3])
+		}
+	}
+	if sec, _ := strconv.ParseInt(lines[4], 10, 64); sec < time.Now().Add(-5*time.Minute).Unix() {
+		t.Errorf("guest clock %s, host %d: sandfs.time not applied", lines[4], time.Now().Unix())
+	}
+
+	out, _ = run(t, root, "user user", `exec 'id -un; pwd; echo $HOME'`)
+	if out != "user\n/home/user\n/home/user\n" {
+		t.Errorf("as user: %q", out)
+	}
+	out, _ = run(t, root, "pty on", "size 30 100", `exec 'tty; stty size'`)
+	if !strings.HasPrefix(out, "/dev/pts/") || !strings.Contains(out, "30 100") {
+		t.Errorf("pty: %q", out)
+	}
+	// fs/ is the guest's root.
+	pw := walkOpen(t, root, "fs/etc/passwd", p9.ReadOnly)
+	if s := readAll(t, pw); !strings.Contains(s, "\nuser:x:1000:1000:") {
+		t.Errorf("fs/etc/passwd has no user:\n%s", s)
+	}
+	pw.Close()
+	// Zombies are reaped: an orphan's parent is init, and it goes away.
+	out, _ = run(t, root, `exec '(sleep 0.5 &) ; sleep 1.5; ps -eo stat= | grep -c ^Z || true'`)
+	if strings.TrimSpace(out) != "0" {
+		t.Errorf("zombies after orphan exit: %q", out)
+	}
+}
+
