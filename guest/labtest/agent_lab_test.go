@@ -238,4 +238,3 @@ func TestAgentInTemplate(t *testing.T) {
 		t.Errorf("zombies after orphan exit: %q", out)
 	}
 }
-
