@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
@@ -167,5 +169,68 @@ func TestFSConfinement(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(r), "escaped")); err == nil {
 		t.Error("something escaped the root")
+	}
+}
+
+func TestFSOwnersLinksFifo(t *testing.T) {
+	needRoot(t)
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	_, d, _ := root.Walk([]string{"fs"})
+	_, d2, _ := d.Walk(nil)
+	f, _, _, err := d2.Create("owned", p9.WriteOnly, 0o644, 1234, 5678)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var st syscall.Stat_t
+	syscall.Stat(filepath.Join(ts.root, "owned"), &st)
+	if st.Uid != 1234 || st.Gid != 5678 {
+		t.Errorf("owner %d:%d, want 1234:5678", st.Uid, st.Gid)
+	}
+	if _, err := d.Mkdir("dir", 0o700, 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Stat(filepath.Join(ts.root, "dir"), &st)
+	if st.Uid != 1234 || st.Mode&0o777 != 0o700 {
+		t.Errorf("dir owner %d mode %o", st.Uid, st.Mode&0o777)
+	}
+	_, of, _ := d.Walk([]string{"owned"})
+	if err := d.Link(of, "hard"); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Stat(filepath.Join(ts.root, "owned"), &st)
+	if st.Nlink != 2 {
+		t.Errorf("nlink %d after link", st.Nlink)
+	}
+	if _, err := d.Mknod("fifo", p9.ModeNamedPipe|0o600, 0, 0, p9.NoUID, p9.NoGID); err != nil {
+		t.Fatal(err)
+	}
+	// Opening a FIFO with no writer must not hang the server.
+	done := make(chan error, 1)
+	go func() {
+		_, ff, err := d.Walk([]string{"fifo"})
+		if err == nil {
+			_, _, err = ff.Open(p9.ReadOnly)
+			ff.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("open fifo: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("open of a fifo blocked the server")
+	}
+	if err := of.SetAttr(p9.SetAttrMask{UID: true, GID: true, MTime: true, MTimeNotSystemTime: true},
+		p9.SetAttr{UID: 42, GID: 43, MTimeSeconds: 1000000000}); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(ts.root, "owned"))
+	syscall.Stat(filepath.Join(ts.root, "owned"), &st)
+	if st.Uid != 42 || st.Gid != 43 || fi.ModTime().Unix() != 1000000000 {
+		t.Errorf("after setattr: %d:%d mtime %v", st.Uid, st.Gid, fi.ModTime())
 	}
 }

@@ -248,11 +248,22 @@ func (p *proc) pump(f *os.File, ob *outbuf) {
 			ob.eof = true
 		}
 		p.notifyLocked()
-		p.mu.Unlock()
 		if err != nil {
+			// A pty master is closed only once the process is gone:
+			// closing it hangs the terminal up, and a process that has
+			// closed its terminal fds but not yet exited (cat closes
+			// stdin and stdout at the end of main) would die of SIGHUP.
+			for f == p.ptm && !p.state.done() && !p.freed {
+				ch := p.change
+				p.mu.Unlock()
+				<-ch
+				p.mu.Lock()
+			}
+			p.mu.Unlock()
 			f.Close()
 			return
 		}
+		p.mu.Unlock()
 	}
 }
 

@@ -176,7 +176,16 @@ var ctlVerbs = []ctlVerb{
 			}
 			p.spec.rows, p.spec.cols = uint16(r), uint16(c)
 			if p.ptm != nil && p.state == stRunning {
-				if err := setWinsize(int(p.ptm.Fd()), p.spec.rows, p.spec.cols); err != nil {
+				// Not p.ptm.Fd(): that would switch the master to
+				// blocking mode under the pump's feet.
+				rc, err := p.ptm.SyscallConn()
+				if err == nil {
+					cerr := rc.Control(func(fd uintptr) { err = setWinsize(int(fd), p.spec.rows, p.spec.cols) })
+					if err == nil {
+						err = cerr
+					}
+				}
+				if err != nil {
 					return errorf(errnoSys(err), "size: %v", err)
 				}
 			}

@@ -407,3 +407,42 @@ func TestConfig(t *testing.T) {
 		t.Errorf("replayed output %q, first %q", again, first)
 	}
 }
+
+func TestSignalGroupStdinOffPTYEOF(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	// signal ... group reaches the shell's children too.
+	n, ctl := newProcess(t, root, `exec 'sleep 100 & echo $!; wait'`)
+	out := openFile(t, root, "procs/"+n+"/stdout", p9.ReadOnly)
+	buf := make([]byte, 64)
+	k, _ := out.ReadAt(buf, 0)
+	child := strings.TrimSpace(string(buf[:k]))
+	mustWrite(t, ctl, "signal KILL group")
+	if w := waitLine(t, root, n); !strings.Contains(w, "killed signal=9") {
+		t.Errorf("group kill: %q", w)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if b, err := os.ReadFile("/proc/" + child + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+		t.Errorf("child %s survived the group kill: %s", child, b)
+	}
+	if got := readAll(t, out); len(got) != 0 {
+		t.Errorf("more output: %q", got)
+	}
+
+	// stdin off: the process reads EOF at once.
+	n, _ = newProcess(t, root, "stdin off", "exec 'cat; echo rc=$?'")
+	if got := readFile(t, root, "procs/"+n+"/stdout"); got != "rc=0\n" {
+		t.Errorf("stdin off: %q", got)
+	}
+	if err := write(openFile(t, root, "procs/"+n+"/stdin", p9.WriteOnly), "x"); !errors.Is(err, linux.EPIPE) {
+		t.Errorf("write to stdin off: %v, want EPIPE", err)
+	}
+
+	// closestdin on a pty sends ^D: cat (canonical mode) ends.
+	n, ctl = newProcess(t, root, "pty on", "start cat")
+	time.Sleep(100 * time.Millisecond)
+	mustWrite(t, ctl, "closestdin")
+	if w := waitLine(t, root, n); !strings.Contains(w, "exited code=0") {
+		t.Errorf("pty closestdin: %q", w)
+	}
+}
