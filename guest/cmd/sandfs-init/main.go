@@ -47,16 +47,20 @@ func main() {
 	}
 	opt := guest.Options{Debug: cfg.Debug}
 	srv := guest.NewServer(*root, opt)
-	for {
+	for fails := 0; ; {
 		l, err := listener(*listen, cfg.Port)
 		if err != nil {
-			log.Printf("listen %s: %v", *listen, err)
+			if fails%30 == 0 {
+				log.Printf("listen %s: %v (retrying every second)", *listen, err)
+			}
+			fails++
 			if !pid1 {
 				os.Exit(1)
 			}
 			time.Sleep(time.Second)
 			continue
 		}
+		fails = 0
 		log.Printf("serving 9P on %s", l.Addr())
 		err = srv.Serve(l)
 		l.Close()
@@ -111,8 +115,10 @@ func (l hostOnly) Accept() (net.Conn, error) {
 // guest with no network is still worth serving.
 func initDuties() guest.Config {
 	t0 := time.Now()
-	if err := guest.Mounts(); err != nil {
-		log.Print(err)
+	mountErr := guest.Mounts()
+	console()
+	if mountErr != nil {
+		log.Print(mountErr)
 	}
 	b, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
@@ -135,6 +141,27 @@ func initDuties() guest.Config {
 	os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	log.Printf("init done in %v", time.Since(t0).Round(time.Millisecond))
 	return cfg
+}
+
+// console makes sure fds 0, 1 and 2 are open, on /dev/console: the kernel
+// opens it for init only if the root file system has /dev/console, which
+// a freshly built image may not (devtmpfs is mounted by Mounts).
+func console() {
+	if _, err := unix.FcntlInt(1, unix.F_GETFD, 0); err == nil {
+		return
+	}
+	fd, err := unix.Open("/dev/console", unix.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return
+	}
+	for i := 0; i < 3; i++ {
+		if i != fd {
+			unix.Dup2(fd, i)
+		}
+	}
+	if fd > 2 {
+		unix.Close(fd)
+	}
 }
 
 // pid1Signals handles the signals a PID 1 gets: SIGTERM and SIGPWR power
