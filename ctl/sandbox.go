@@ -37,6 +37,7 @@ type Sandbox struct {
 	cancel   context.CancelFunc // cancels Runtime.Start while creating
 	startErr error              // why the last start failed
 	stopWhy  string             // err text for the coming death (timeout), "" for kill
+	console  string             // console log of the last machine (ConsolePather), "" if none
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time) *Sandbox {
@@ -440,6 +441,9 @@ func (s *Sandbox) create(ctx context.Context, spec Spec) {
 func (s *Sandbox) attach(m Machine) {
 	s.mu.Lock()
 	s.m = m
+	if cp, ok := m.(ConsolePather); ok {
+		s.console = cp.ConsolePath()
+	}
 	s.mu.Unlock()
 	s.p.wg.Add(1)
 	go s.watch(m)

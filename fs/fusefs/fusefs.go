@@ -146,6 +146,10 @@ var (
 	_ gofs.NodeSetattrer = (*node)(nil)
 	_ gofs.NodeOpener    = (*node)(nil)
 	_ gofs.NodeOpendirer = (*node)(nil)
+	_ gofs.NodeCreater   = (*node)(nil)
+	_ gofs.NodeMkdirer   = (*node)(nil)
+	_ gofs.NodeUnlinker  = (*node)(nil)
+	_ gofs.NodeRmdirer   = (*node)(nil)
 )
 
 func (n *node) node() sfs.Node {
@@ -249,6 +253,14 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 // else is EPERM.
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	nd := n.node()
+	if sz, ok := in.GetSize(); ok {
+		if t, isT := nd.(sfs.Truncater); isT {
+			if err := t.Truncate(ctx, int64(sz)); err != nil {
+				return errno(err)
+			}
+			return n.Getattr(ctx, fh, out)
+		}
+	}
 	if sz, ok := in.GetSize(); ok && sz != 0 {
 		return syscall.EPERM
 	} else if ok {
@@ -276,6 +288,78 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return nil, 0, errno(err)
 	}
 	return &handle{h: h, path: n.path}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// child makes the inode of c, just created as name in n.
+func (n *node) child(ctx context.Context, name string, c sfs.Node, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	a, err := c.Stat(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	p := path.Join(n.path, name)
+	ino := n.m.ino(p)
+	fillAttr(a, ino, &out.Attr)
+	mode := uint32(syscall.S_IFREG)
+	if a.Mode.IsDir() {
+		mode = syscall.S_IFDIR
+	}
+	ch := n.NewInode(ctx, &node{m: n.m, path: p, n: c}, gofs.StableAttr{Mode: mode, Ino: ino})
+	if cn, ok := ch.Operations().(*node); ok {
+		cn.mu.Lock()
+		cn.n = c
+		cn.mu.Unlock()
+	}
+	return ch, 0
+}
+
+// Create implements gofs.NodeCreater for directories that are sfs.Creator
+// (a guest's fs/); elsewhere EPERM.
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	cr, ok := n.node().(sfs.Creator)
+	if !ok {
+		return nil, nil, 0, syscall.EPERM
+	}
+	c, h, err := cr.Create(ctx, name, sfs.OpenFlags(flags&syscall.O_ACCMODE), iofs.FileMode(mode).Perm())
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	ch, en := n.child(ctx, name, c, out)
+	if en != 0 {
+		h.Close()
+		return nil, nil, 0, en
+	}
+	return ch, &handle{h: h, path: path.Join(n.path, name)}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// Mkdir implements gofs.NodeMkdirer for sfs.Mkdirer directories.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	mk, ok := n.node().(sfs.Mkdirer)
+	if !ok {
+		return nil, syscall.EPERM
+	}
+	c, err := mk.Mkdir(ctx, name, iofs.FileMode(mode).Perm())
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, name, c, out)
+}
+
+// Unlink implements gofs.NodeUnlinker for sfs.Remover directories.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	rm, ok := n.node().(sfs.Remover)
+	if !ok {
+		return syscall.EPERM
+	}
+	return errno(rm.Remove(ctx, name, false))
+}
+
+// Rmdir implements gofs.NodeRmdirer for sfs.Remover directories.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	rm, ok := n.node().(sfs.Remover)
+	if !ok {
+		return syscall.EPERM
+	}
+	return errno(rm.Remove(ctx, name, true))
 }
 
 // handle is one open file.

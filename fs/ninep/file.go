@@ -128,6 +128,9 @@ func toP9Attr(a sfs.Attr) p9.Attr {
 // SetAttr implements p9.File.SetAttr. Only truncation to 0 is accepted
 // (and ignored), as `echo msg > file` asks for it on a message file.
 func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
+	if t, ok := f.node.(sfs.Truncater); ok && valid.Size && !valid.Permissions && !valid.UID && !valid.GID {
+		return errno(t.Truncate(f.c.ctx, int64(attr.Size)))
+	}
 	if valid.Size && attr.Size == 0 && !valid.Permissions && !valid.UID && !valid.GID {
 		if _, ok := f.node.(sfs.Dir); !ok {
 			return nil
@@ -238,14 +241,31 @@ func (f *file) dirErr() error {
 	return linux.ENOTDIR
 }
 
-// Create implements p9.File.Create.
-func (f *file) Create(string, p9.OpenFlags, p9.FileMode, p9.UID, p9.GID) (p9.File, p9.QID, uint32, error) {
-	return nil, p9.QID{}, 0, f.dirErr()
+// Create implements p9.File.Create in an sfs.Creator directory (a
+// guest's fs/): f becomes the new file, open (p9 semantics).
+func (f *file) Create(name string, mode p9.OpenFlags, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.File, p9.QID, uint32, error) {
+	cr, ok := f.node.(sfs.Creator)
+	if !ok {
+		return nil, p9.QID{}, 0, f.dirErr()
+	}
+	n, h, err := cr.Create(f.c.ctx, name, sfs.OpenFlags(mode.OSFlags()), iofs.FileMode(perm.Permissions()))
+	if err != nil {
+		return nil, p9.QID{}, 0, errno(err)
+	}
+	nf := &file{c: f.c, path: path.Join(f.path, name), node: n, h: h}
+	return nf, nf.qid(sfs.Attr{}), iounit, nil
 }
 
-// Mkdir implements p9.File.Mkdir.
-func (f *file) Mkdir(string, p9.FileMode, p9.UID, p9.GID) (p9.QID, error) {
-	return p9.QID{}, f.dirErr()
+// Mkdir implements p9.File.Mkdir in an sfs.Mkdirer directory.
+func (f *file) Mkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QID, error) {
+	mk, ok := f.node.(sfs.Mkdirer)
+	if !ok {
+		return p9.QID{}, f.dirErr()
+	}
+	if _, err := mk.Mkdir(f.c.ctx, name, iofs.FileMode(perm.Permissions())); err != nil {
+		return p9.QID{}, errno(err)
+	}
+	return p9.QID{Type: p9.TypeDir, Path: f.c.srv.qidPath(path.Join(f.path, name))}, nil
 }
 
 // Symlink implements p9.File.Symlink.
@@ -267,8 +287,14 @@ func (f *file) Rename(p9.File, string) error { return linux.EPERM }
 // RenameAt implements p9.File.RenameAt.
 func (f *file) RenameAt(string, p9.File, string) error { return f.dirErr() }
 
-// UnlinkAt implements p9.File.UnlinkAt.
-func (f *file) UnlinkAt(string, uint32) error { return f.dirErr() }
+// UnlinkAt implements p9.File.UnlinkAt in an sfs.Remover directory.
+func (f *file) UnlinkAt(name string, flags uint32) error {
+	rm, ok := f.node.(sfs.Remover)
+	if !ok {
+		return f.dirErr()
+	}
+	return errno(rm.Remove(f.c.ctx, name, flags&0x200 != 0)) // AT_REMOVEDIR
+}
 
 // gate is the attach point of a connection that must name the token: its
 // only child is the token, which is the tree root. p9 walks the attach

@@ -1,0 +1,101 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"syscall"
+)
+
+// GuestPort is the vsock port on which the guest agent (sandfs-init)
+// serves its 9P2000.L tree (procs/, fs/; see package guest).
+const GuestPort = 564
+
+// GuestDialer is optionally implemented by a Machine whose guest can be
+// reached over vsock: DialGuest returns a stream connected to the given
+// guest port. The VMM's machine implements it with the hybrid-vsock
+// handshake (vsockConnect: connect to the VMM's vsock unix socket, send
+// "CONNECT <port>\n", read "OK <n>\n"). DialGuest must give up when ctx
+// ends; it is called with no ctl lock held.
+type GuestDialer interface {
+	DialGuest(ctx context.Context, port uint32) (net.Conn, error)
+}
+
+// ConsolePather is optionally implemented by a Machine that logs its
+// serial console to a file; ConsolePath returns that file's path. It is
+// called with a lock held and must return at once.
+type ConsolePather interface {
+	ConsolePath() string
+}
+
+// DialGuest connects to port of the sandbox's guest. The sandbox must be
+// running (EBUSY otherwise, with the state it needs; ENOENT once removed);
+// a machine that cannot reach its guest gives ENOTSUP. Other failures
+// keep the dialer's errno (ETIMEDOUT when ctx's deadline passes, EINTR
+// when it is cancelled, EIO otherwise) and say which sandbox and port.
+// DialGuest records nothing in err: callers that serve a request call
+// Fail with the error.
+func (s *Sandbox) DialGuest(ctx context.Context, port uint32) (net.Conn, error) {
+	s.mu.Lock()
+	st, m := s.state, s.m
+	s.mu.Unlock()
+	if st != StateRunning {
+		if st == StateRemoved {
+			return nil, Errorf(syscall.ENOENT, "guest: no sandbox %s (removed)", quote(s.id))
+		}
+		return nil, Errorf(syscall.EBUSY, "guest: sandbox %s is %s; need running", quote(s.id), st)
+	}
+	d, ok := m.(GuestDialer)
+	if !ok {
+		return nil, Errorf(syscall.ENOTSUP, "guest: the machine of sandbox %s cannot reach its guest", quote(s.id))
+	}
+	c, err := d.DialGuest(ctx, port)
+	if err != nil {
+		errno := Errno(err)
+		if errno == syscall.EIO && ctx.Err() != nil {
+			errno = Errno(ctx.Err())
+		}
+		return nil, Errorf(errno, "guest: dial %s port %d: %s", quote(s.id), port, errText(err))
+	}
+	return c, nil
+}
+
+// ConsolePath returns the file holding the sandbox's serial console log,
+// or "" if its machine keeps none. The path stays known after the
+// machine ends (the log is in the sandbox's runtime directory, which
+// lives until rm).
+func (s *Sandbox) ConsolePath() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateRemoved {
+		return ""
+	}
+	return s.console
+}
+
+// Fail records a failed request that reached this sandbox through the
+// file tree rather than its ctl (a write in procs/ or fs/, an exec, a
+// lost guest connection): err's text becomes the sandbox's Err and is
+// logged, as for a failed ctl write. what names the request in the log
+// (a path, a message).
+func (s *Sandbox) Fail(what string, err error) {
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	s.err = errText(err)
+	s.mu.Unlock()
+	s.p.fail(s.id, []byte(what), err)
+}
+
+// GuestError is the error for a request that failed in the guest: errno
+// from the guest, text (the guest's own err text when it gave one)
+// prefixed with where it happened, e.g.
+//
+//	procs/3/ctl: cwd: no such directory "/nope"
+func GuestError(errno syscall.Errno, where, text string) *Error {
+	if text == "" {
+		text = errno.Error()
+	}
+	return &Error{Errno: errno, Text: fmt.Sprintf("%s: %s", where, text)}
+}

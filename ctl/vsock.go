@@ -1,0 +1,91 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The hybrid vsock handshake (Firecracker's model, vmm/virtio/vsock): the
+// host side of a guest's vsock is a unix socket owned by the VMM. To reach
+// guest port P, connect to it and exchange one line each way:
+//
+//	host → VMM   "CONNECT P\n"
+//	VMM → host   "OK <host-side port>\n"     (anything else: refused)
+//
+// after which the stream is the guest connection.
+
+// vsockHandshakeTimeout bounds the handshake when ctx has no deadline: a
+// hung VMM or a guest that does not listen must not hang a dial.
+const vsockHandshakeTimeout = 5 * time.Second
+
+// DialVsock connects to guest port on the hybrid vsock unix socket uds:
+// dial, then vsockConnect. For a Machine's DialGuest.
+func DialVsock(ctx context.Context, uds string, port uint32) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", uds)
+	if err != nil {
+		return nil, err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(vsockHandshakeTimeout)
+	}
+	c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	err = vsockConnect(c, port)
+	if !stop() && err != nil {
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// vsockConnect sends "CONNECT port\n" on conn and reads the reply line,
+// which must be "OK <n>\n". It reads byte by byte so that nothing after
+// the newline (the guest's first bytes) is consumed. conn's deadline, if
+// any, bounds it; a refusal (the VMM closes the socket, or answers
+// something else, when nothing listens on port) is ECONNREFUSED.
+func vsockConnect(conn net.Conn, port uint32) error {
+	if _, err := fmt.Fprintf(conn, "CONNECT %d\n", port); err != nil {
+		return fmt.Errorf("vsock connect %d: %w", port, err)
+	}
+	var line []byte
+	var b [1]byte
+	for len(line) < 64 {
+		n, err := conn.Read(b[:])
+		if n == 1 {
+			if b[0] == '\n' {
+				break
+			}
+			line = append(line, b[0])
+			continue
+		}
+		if err != nil {
+			if len(line) == 0 && !isTimeout(err) {
+				return fmt.Errorf("vsock connect %d: refused (connection closed): %w", port, syscall.ECONNREFUSED)
+			}
+			return fmt.Errorf("vsock connect %d: %w", port, err)
+		}
+	}
+	reply := string(line)
+	if f := strings.Fields(reply); len(f) == 2 && f[0] == "OK" {
+		if _, err := strconv.ParseUint(f[1], 10, 32); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("vsock connect %d: refused: %q: %w", port, reply, syscall.ECONNREFUSED)
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}

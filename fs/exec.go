@@ -1,0 +1,259 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	iofs "io/fs"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl"
+)
+
+// execFile serves /sandboxes/<id>/exec, a command runner for plain shell.
+// A write is one shell command: it starts `/bin/sh -c CMD` in the guest
+// (through the agent's procs/clone, with stdin from /dev/null and stderr
+// joined to stdout) and returns once the command runs. A read streams
+// that command's combined output, in order, binary-safe, blocking until
+// there is more, and ends (EOF) once the command has exited. Which
+// command: the last one written on the same open, else the last one
+// written on any open of this sandbox's exec. The output is a stream: it
+// is read once. Two forms:
+//
+//	$ exec 3<>exec; echo 'make test' >&3; cat <&3     # one open
+//	$ echo 'uname -r' > exec; cat exec                 # the last command
+//	6.12.1-sandfs
+//	$ cat execstatus                                   # its procs/ status line
+//	4 exited code=0 pid=212
+//
+// The command is procs/<n> in the guest (n is the first word of
+// execstatus), so procs/<n>/ctl can signal it. A command that cannot be
+// started fails the write (errno, and the agent's text in err); one that
+// starts and fails shows it in its output and exit code, as in a shell
+// (`sh: nosuch: not found`, code=127).
+type execFile struct {
+	sb   *ctl.Sandbox
+	mode iofs.FileMode
+}
+
+var _ Opener = (*execFile)(nil)
+
+// Stat implements Node.Stat.
+func (f *execFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+
+// Open implements Opener.
+func (f *execFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+	return &execHandle{g: linkOf(f.sb)}, nil
+}
+
+// execHandle is one open of exec.
+type execHandle struct {
+	g *guestLink
+
+	mu      sync.Mutex   // protects the fields below (not held while reading)
+	slot    string       // the command written on this open, "" none
+	out     *guestHandle // stdout of outSlot, private session
+	outSlot string
+	ended   bool // outSlot's output is over and it has exited
+}
+
+var _ Handle = (*execHandle)(nil)
+
+// setLast records slot n as the sandbox's last exec.
+func (g *guestLink) setLast(n string) {
+	g.execMu.Lock()
+	g.lastExec = n
+	g.execMu.Unlock()
+}
+
+// last is the slot of the sandbox's last exec, "" if none.
+func (g *guestLink) last() string {
+	g.execMu.Lock()
+	defer g.execMu.Unlock()
+	return g.lastExec
+}
+
+// execScript is what the guest's shell runs for command cmd: stderr
+// joined to stdout for the whole script, in write order.
+func execScript(cmd string) string { return "exec 2>&1\n" + cmd }
+
+// startExec starts cmd in the guest and returns its slot.
+func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
+	s, err := g.shared(ctx)
+	if err != nil {
+		return "", err
+	}
+	var f p9.File
+	var slot string
+	err = g.do(ctx, s, "open procs/clone", true, nil, func() error {
+		_, fl, err := s.root.Walk([]string{"procs", "clone"})
+		if err != nil {
+			return err
+		}
+		if _, _, err := fl.Open(p9.ReadWrite); err != nil {
+			fl.Close()
+			return err
+		}
+		b := make([]byte, 32)
+		k, err := fl.ReadAt(b, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			fl.Close()
+			return err
+		}
+		f, slot = fl, strings.TrimSpace(string(b[:k]))
+		return nil
+	})
+	if err != nil {
+		return "", g.failed("exec: open procs/clone", err, "")
+	}
+	defer g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close)
+	for _, msg := range []string{"stdin off", "exec " + quoteGuest(execScript(cmd))} {
+		err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
+			_, err := f.WriteAt([]byte(msg), 0)
+			return err
+		})
+		if err != nil {
+			text := ""
+			if _, ok := err.(syscall.Errno); ok {
+				text = g.guestErrText(ctx, s, slot)
+			}
+			return "", g.failed("exec", err, text)
+		}
+	}
+	return slot, nil
+}
+
+// Write implements Handle.Write: one command per write; a trailing
+// newline is dropped.
+func (h *execHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	cmd := strings.TrimSuffix(string(p), "\n")
+	if strings.TrimSpace(cmd) == "" {
+		err := ctl.Errorf(syscall.EINVAL, "exec: empty command")
+		h.g.sb.Fail("exec", err)
+		return 0, err
+	}
+	slot, err := h.g.startExec(ctx, cmd)
+	if err != nil {
+		return 0, err
+	}
+	h.g.setLast(slot)
+	h.mu.Lock()
+	h.slot = slot
+	h.mu.Unlock()
+	return len(p), nil
+}
+
+// Read implements Handle.Read (offsets are ignored: a stream).
+func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	slot := h.slot
+	if slot == "" {
+		slot = h.g.last()
+	}
+	if slot == "" {
+		h.mu.Unlock()
+		return 0, nil // nothing run yet: empty
+	}
+	if h.out == nil || h.outSlot != slot {
+		if h.out != nil {
+			h.out.Close()
+		}
+		h.out = &guestHandle{g: h.g, names: []string{"procs", slot, "stdout"}, flags: ReadOnly, private: true}
+		h.outSlot, h.ended = slot, false
+	}
+	out, ended := h.out, h.ended
+	h.mu.Unlock()
+	if ended {
+		return 0, nil
+	}
+	n, err := out.Read(ctx, p, 0)
+	if n > 0 || err != nil {
+		return n, err
+	}
+	// The output has ended: wait for the exit, so that execstatus is
+	// final when the reader sees EOF.
+	w := &guestHandle{g: h.g, names: []string{"procs", slot, "wait"}, flags: ReadOnly, private: true}
+	defer w.Close()
+	var b [256]byte
+	if _, err := w.Read(ctx, b[:], 0); err != nil {
+		return 0, err
+	}
+	h.mu.Lock()
+	if h.out == out {
+		h.ended = true
+	}
+	h.mu.Unlock()
+	return 0, nil
+}
+
+// Close implements Handle.Close.
+func (h *execHandle) Close() error {
+	h.mu.Lock()
+	out := h.out
+	h.out = nil
+	h.mu.Unlock()
+	if out != nil {
+		out.Close()
+	}
+	return nil
+}
+
+// execStatusFile serves /sandboxes/<id>/execstatus: the agent's status
+// line of the last command written to exec (procs/<n>/status), e.g.
+//
+//	4 exited code=0 pid=212
+//	4 running pid=212
+//	4 killed signal=9 pid=212
+//
+// and nothing before the first exec.
+type execStatusFile struct {
+	sb   *ctl.Sandbox
+	mode iofs.FileMode
+}
+
+var _ Source = (*execStatusFile)(nil)
+
+// Stat implements Node.Stat.
+func (f *execStatusFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+
+// Text implements Source.
+func (f *execStatusFile) Text(ctx context.Context, b *bytes.Buffer) error {
+	g := linkOf(f.sb)
+	slot := g.last()
+	if slot == "" {
+		return nil
+	}
+	s, err := g.shared(ctx)
+	if err != nil {
+		return err
+	}
+	var line string
+	err = g.do(ctx, s, "read procs/"+slot+"/status", true, nil, func() error {
+		_, fl, err := s.root.Walk([]string{"procs", slot, "status"})
+		if err != nil {
+			return err
+		}
+		defer fl.Close()
+		if _, _, err := fl.Open(p9.ReadOnly); err != nil {
+			return err
+		}
+		buf := make([]byte, 512)
+		k, err := fl.ReadAt(buf, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		line = strings.TrimSpace(string(buf[:k]))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.WriteString(line)
+	b.WriteByte('\n')
+	return nil
+}

@@ -1,0 +1,290 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl"
+)
+
+// A sandbox's procs/ and fs/ are the guest agent's own (package guest),
+// imported Plan 9 style: a mount of the agent's 9P server, reached with
+// ctl's Sandbox.DialGuest, never a copy. This file holds the connection
+// side (guestLink, guestSession); guestnode.go the nodes and handles.
+//
+// One guestLink per sandbox holds a shared session, dialled at the first
+// walk into procs/ or fs/ (or exec) and dialled again when it has died.
+// Blocking reads (procs/<n>/stdout, stderr, wait and exec's output) each
+// get a private session instead: the agent cannot cut a read short on
+// flush or clunk (guest package doc, "Blocking reads"), only by the
+// connection ending, so interrupting such a read (FUSE interrupt, 9P
+// flush or clunk of the daemon's fid) closes its private connection.
+//
+// Bounds, so that a hung or dead guest never blocks more than the
+// requests that touch it: dialling (vsock + version + attach) gives up
+// after GuestDialTimeout; requests that never block in a healthy agent
+// (walk, getattr, open, readdir, clunk, status reads) after
+// GuestOpTimeout, which also declares the session dead (closed; the next
+// request dials again). Data reads and writes are not timed (a stdin
+// write or a FIFO read may wait for a long time) but end when their
+// context does. Failures of the connection itself (dial, timeout, lost)
+// leave their text in the sandbox's err.
+
+// Timeouts of guest requests; variables so tests can shorten them.
+var (
+	GuestDialTimeout = 10 * time.Second
+	GuestOpTimeout   = 15 * time.Second
+)
+
+// guestMsize is the 9P message size asked of the agent (its Dial uses
+// 1 MiB too). Reads are cut to guestReadMax so that the p9 client never
+// splits one read into several requests, which on a stream would wait
+// for more data after a full first part.
+const (
+	guestMsize   = 1 << 20
+	guestReadMax = 512 << 10
+)
+
+// guestLinks maps each *ctl.Sandbox that has been touched to its link.
+// A link is dropped (and its session closed) when its sandbox ends.
+var guestLinks sync.Map // *ctl.Sandbox -> *guestLink
+
+// guestLink is the daemon's side of one sandbox's guest agent.
+type guestLink struct {
+	sb *ctl.Sandbox
+
+	mu   sync.Mutex    // protects sess; held while dialling it
+	sess *guestSession // shared session; nil or dead: dial at next use
+
+	execMu   sync.Mutex // protects lastExec
+	lastExec string     // slot of the last command written to exec, "" none
+}
+
+// linkOf returns sb's link, making it on first use.
+func linkOf(sb *ctl.Sandbox) *guestLink {
+	if g, ok := guestLinks.Load(sb); ok {
+		return g.(*guestLink)
+	}
+	g, loaded := guestLinks.LoadOrStore(sb, &guestLink{sb: sb})
+	if !loaded {
+		go g.(*guestLink).reap()
+	}
+	return g.(*guestLink)
+}
+
+// reap waits for the sandbox to end (or its plane to close), then closes
+// the shared session and forgets the link.
+func (g *guestLink) reap() {
+	for !g.sb.State().Ended() {
+		if _, err := g.sb.WaitFrom(context.Background(), g.sb.Version()); err != nil {
+			break
+		}
+	}
+	guestLinks.CompareAndDelete(g.sb, g)
+	g.mu.Lock()
+	if g.sess != nil {
+		g.sess.kill(errors.New("sandbox ended"))
+		g.sess = nil
+	}
+	g.mu.Unlock()
+}
+
+// guestSession is one 9P connection to the agent.
+type guestSession struct {
+	cl   *p9.Client
+	root p9.File
+	dead chan struct{} // closed by kill
+
+	once sync.Once
+	why  error // why it died; set once, before dead is closed
+}
+
+// kill closes the connection; requests in flight fail.
+func (s *guestSession) kill(why error) {
+	s.once.Do(func() {
+		s.why = why
+		close(s.dead)
+		s.cl.Close()
+	})
+}
+
+func (s *guestSession) isDead() bool {
+	select {
+	case <-s.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// dial opens a new session to the agent, bounded by GuestDialTimeout.
+// A failure is recorded in the sandbox's err.
+func (g *guestLink) dial(ctx context.Context) (*guestSession, error) {
+	s, err := g.dial1(ctx)
+	if en := ctl.Errno(err); err != nil && en != syscall.EBUSY && en != syscall.ENOENT && en != syscall.EINTR {
+		// Not for a sandbox that is not running: its err says why.
+		g.sb.Fail("guest dial", err)
+	}
+	return s, err
+}
+
+func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
+	dctx, cancel := context.WithTimeout(ctx, GuestDialTimeout)
+	defer cancel()
+	c, err := g.sb.DialGuest(dctx, ctl.GuestPort)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(GuestDialTimeout))
+	stop := context.AfterFunc(dctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	cl, err := p9.NewClient(c, p9.WithMessageSize(guestMsize))
+	var root p9.File
+	if err == nil {
+		root, err = cl.Attach("/")
+	}
+	stop()
+	if err != nil {
+		c.Close()
+		errno := syscall.EIO
+		if ctx.Err() != nil {
+			errno = ctl.Errno(ctx.Err())
+		} else if isTimeout(err) || dctx.Err() != nil {
+			errno = syscall.ETIMEDOUT
+		}
+		return nil, ctl.Errorf(errno, "guest: sandbox %q: agent not answering on port %d: %v", g.sb.ID(), ctl.GuestPort, err)
+	}
+	c.SetDeadline(time.Time{})
+	return &guestSession{cl: cl, root: root, dead: make(chan struct{})}, nil
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}
+
+// shared returns the shared session, dialling it if there is none or it
+// died.
+func (g *guestLink) shared(ctx context.Context) (*guestSession, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sess != nil && !g.sess.isDead() {
+		return g.sess, nil
+	}
+	s, err := g.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.sess = s
+	return s, nil
+}
+
+// do runs fn, one request on session s, and maps its error. bounded
+// requests must answer within GuestOpTimeout or the session is killed
+// (ETIMEDOUT). When ctx ends first the request is abandoned (it finishes
+// in the background) and do returns EINTR; onCancel, if set, runs then
+// (private sessions kill themselves there, which ends the request in the
+// agent). A failure of the connection kills s and is recorded in the
+// sandbox's err (EIO); the agent's own errors come back as syscall.Errno.
+func (g *guestLink) do(ctx context.Context, s *guestSession, what string, bounded bool, onCancel func(), fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	var timeout <-chan time.Time
+	if bounded {
+		t := time.NewTimer(GuestOpTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-timeout:
+		err = ctl.Errorf(syscall.ETIMEDOUT, "guest: sandbox %q: no answer to %s in %s; connection closed", g.sb.ID(), what, GuestOpTimeout)
+		s.kill(err)
+		g.sb.Fail(what, err)
+		return err
+	case <-ctx.Done():
+		if onCancel != nil {
+			onCancel()
+		}
+		return ctl.Errorf(syscall.EINTR, "%s: interrupted", what)
+	case <-s.dead:
+		err = s.why
+	}
+	return g.mapErr(s, what, err)
+}
+
+// mapErr turns a p9 client error into a tree error: the agent's errnos
+// as syscall.Errno, io.EOF as is, anything else (the connection failed)
+// kills s and becomes an EIO *ctl.Error recorded in the sandbox's err.
+func (g *guestLink) mapErr(s *guestSession, what string, err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	var le linux.Errno
+	if errors.As(err, &le) {
+		return syscall.Errno(le)
+	}
+	var ce *ctl.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	s.kill(err)
+	e := ctl.Errorf(syscall.EIO, "guest: sandbox %q: connection lost during %s: %v", g.sb.ID(), what, err)
+	g.sb.Fail(what, e)
+	return e
+}
+
+// quoteGuest quotes one argument for the agent's ctl grammar: single
+// quotes, '' for a quote inside (guest.Quote).
+func quoteGuest(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n\r'") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// guestErrText returns the agent's err text of slot n ("" if none or
+// unreadable), used to explain a failed ctl write.
+func (g *guestLink) guestErrText(ctx context.Context, s *guestSession, n string) string {
+	var text string
+	g.do(ctx, s, "read procs/"+n+"/err", true, nil, func() error {
+		_, f, err := s.root.Walk([]string{"procs", n, "err"})
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, _, err := f.Open(p9.ReadOnly); err != nil {
+			return err
+		}
+		b := make([]byte, 4096)
+		k, _ := f.ReadAt(b, 0)
+		text = strings.TrimSpace(string(b[:k]))
+		return nil
+	})
+	return text
+}
+
+// wrapGuestErr explains a failed request in the guest: errno and a text
+// naming where; for ctl writes the agent's own err text. It is recorded
+// in the sandbox's err (connection failures already are).
+func (g *guestLink) failed(where string, err error, text string) error {
+	var ce *ctl.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	en, ok := err.(syscall.Errno)
+	if !ok {
+		return err
+	}
+	e := ctl.GuestError(en, where, text)
+	g.sb.Fail(where, e)
+	return e
+}

@@ -1,0 +1,550 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"io"
+	iofs "io/fs"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl"
+)
+
+// guestDir serves a directory of a sandbox's guest agent, bound into the
+// sandbox's directory: /sandboxes/<id>/procs/ and /sandboxes/<id>/fs/
+// (top: the bind point itself) and every directory under them. The
+// bind point's Stat answers without the guest, so that listing a
+// sandbox never waits for it; its first Lookup or List dials the agent.
+//
+//	$ ls /n/sandfs/sandboxes/t/procs
+//	1  3  clone
+//
+// Symbolic links under fs/ are followed, within the guest's root (the
+// node model has no links): fs/bin is the directory the guest's /bin
+// points to.
+type guestDir struct {
+	g     *guestLink
+	names []string      // path from the agent's root, e.g. ["fs", "etc"]
+	mode  iofs.FileMode // top only
+	top   bool
+	attr  onceAttr
+}
+
+// guestFile serves a file of a guest agent's tree (see guestDir).
+type guestFile struct {
+	g     *guestLink
+	names []string
+	attr  onceAttr
+}
+
+var (
+	_ Dir       = (*guestDir)(nil)
+	_ Creator   = (*guestDir)(nil)
+	_ Mkdirer   = (*guestDir)(nil)
+	_ Remover   = (*guestDir)(nil)
+	_ Opener    = (*guestFile)(nil)
+	_ Truncater = (*guestFile)(nil)
+)
+
+// newGuestBind returns the bind point of the agent's directory name
+// ("procs" or "fs") for sandbox sb.
+func newGuestBind(sb *ctl.Sandbox, name string, mode iofs.FileMode) Node {
+	return &guestDir{g: linkOf(sb), names: []string{name}, mode: mode, top: true}
+}
+
+// onceAttr is the attributes found by the Lookup that made a node: the
+// Stat that adapters make right after a Lookup uses them instead of
+// asking the guest again; later Stats ask.
+type onceAttr struct {
+	used atomic.Bool
+	set  bool // a holds the lookup's attributes; immutable after the node is made
+	a    Attr
+}
+
+func (o *onceAttr) take() (Attr, bool) {
+	if !o.set || o.used.Swap(true) {
+		return Attr{}, false
+	}
+	return o.a, true
+}
+
+func guestPath(names []string) string { return strings.Join(names, "/") }
+
+func fromP9(a p9.Attr) Attr {
+	mode := iofs.FileMode(a.Mode.Permissions())
+	if a.Mode.IsDir() {
+		mode |= iofs.ModeDir
+	}
+	return Attr{Mode: mode, Size: int64(a.Size), Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds))}
+}
+
+// stat walks names on s and returns their attributes (the fid is clunked).
+func (g *guestLink) stat(ctx context.Context, s *guestSession, names []string) (p9.Attr, error) {
+	var a p9.Attr
+	err := g.do(ctx, s, "walk "+guestPath(names), true, nil, func() error {
+		_, f, _, at, err := s.root.WalkGetAttr(names)
+		if err != nil {
+			return err
+		}
+		a = at
+		return f.Close()
+	})
+	return a, err
+}
+
+// readlink returns the target of the symlink at names.
+func (g *guestLink) readlink(ctx context.Context, s *guestSession, names []string) (string, error) {
+	var t string
+	err := g.do(ctx, s, "readlink "+guestPath(names), true, nil, func() error {
+		_, f, err := s.root.Walk(names)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		t, err = f.Readlink()
+		return err
+	})
+	return t, err
+}
+
+// resolveLink returns the path that the symlink at names, whose text is
+// target, points to, kept inside fs/ (".." stops at fs/).
+func resolveLink(names []string, target string) []string {
+	var out []string
+	if strings.HasPrefix(target, "/") {
+		out = []string{names[0]}
+	} else {
+		out = append(out, names[:len(names)-1]...)
+	}
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// maxLinks bounds symlink resolution, as the kernel's MAXSYMLINKS.
+const maxLinks = 40
+
+// lookup returns the node at names, following symlinks under fs/.
+func (g *guestLink) lookup(ctx context.Context, names []string) (Node, error) {
+	s, err := g.shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for hops := 0; ; hops++ {
+		a, err := g.stat(ctx, s, names)
+		if err != nil {
+			return nil, err
+		}
+		if a.Mode.IsSymlink() && names[0] == "fs" {
+			if hops == maxLinks {
+				return nil, syscall.ELOOP
+			}
+			t, err := g.readlink(ctx, s, names)
+			if err != nil {
+				return nil, err
+			}
+			names = resolveLink(names, t)
+			continue
+		}
+		if a.Mode.IsDir() {
+			d := &guestDir{g: g, names: names}
+			d.attr.a, d.attr.set = fromP9(a), true
+			return d, nil
+		}
+		f := &guestFile{g: g, names: names}
+		f.attr.a, f.attr.set = fromP9(a), true
+		return f, nil
+	}
+}
+
+// Stat implements Node.Stat.
+func (d *guestDir) Stat(ctx context.Context) (Attr, error) {
+	if d.top {
+		return Attr{Mode: iofs.ModeDir | d.mode.Perm()}, nil
+	}
+	if a, ok := d.attr.take(); ok {
+		return a, nil
+	}
+	return d.g.statNode(ctx, d.names)
+}
+
+func (g *guestLink) statNode(ctx context.Context, names []string) (Attr, error) {
+	s, err := g.shared(ctx)
+	if err != nil {
+		return Attr{}, err
+	}
+	a, err := g.stat(ctx, s, names)
+	if err != nil {
+		return Attr{}, err
+	}
+	return fromP9(a), nil
+}
+
+// Lookup implements Dir.Lookup.
+func (d *guestDir) Lookup(ctx context.Context, name string) (Node, error) {
+	return d.g.lookup(ctx, append(append([]string(nil), d.names...), name))
+}
+
+// List implements Dir.List.
+func (d *guestDir) List(ctx context.Context) ([]Dirent, error) {
+	s, err := d.g.shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Dirent
+	err = d.g.do(ctx, s, "readdir "+guestPath(d.names), true, nil, func() error {
+		_, f, err := s.root.Walk(d.names)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, _, err := f.Open(p9.ReadOnly); err != nil {
+			return err
+		}
+		var off uint64
+		for {
+			ds, err := f.Readdir(off, 1<<16)
+			if err != nil {
+				return err
+			}
+			if len(ds) == 0 {
+				return nil
+			}
+			for _, e := range ds {
+				off = e.Offset
+				if e.Name == "." || e.Name == ".." {
+					continue
+				}
+				var m iofs.FileMode
+				if e.Type == p9.TypeDir {
+					m = iofs.ModeDir
+				}
+				out = append(out, Dirent{Name: e.Name, Mode: m})
+			}
+		}
+	})
+	return out, err
+}
+
+// Create implements Creator: a new file in the guest, owned by root.
+func (d *guestDir) Create(ctx context.Context, name string, flags OpenFlags, perm iofs.FileMode) (Node, Handle, error) {
+	names := append(append([]string(nil), d.names...), name)
+	where := guestPath(names)
+	s, err := d.g.shared(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var f p9.File
+	err = d.g.do(ctx, s, "create "+where, true, nil, func() error {
+		_, dir, err := s.root.Walk(d.names)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		f, _, _, err = dir.Create(name, p9.OpenFlags(flags)&p9.OpenFlagsModeMask, p9.FileMode(perm.Perm()), 0, 0)
+		return err
+	})
+	if err != nil {
+		return nil, nil, d.g.failed("create "+where, err, "")
+	}
+	h := &guestHandle{g: d.g, names: names, flags: flags, s: s, f: f}
+	return &guestFile{g: d.g, names: names}, h, nil
+}
+
+// Mkdir implements Mkdirer.
+func (d *guestDir) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (Node, error) {
+	names := append(append([]string(nil), d.names...), name)
+	where := guestPath(names)
+	s, err := d.g.shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = d.g.do(ctx, s, "mkdir "+where, true, nil, func() error {
+		_, dir, err := s.root.Walk(d.names)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		_, err = dir.Mkdir(name, p9.FileMode(perm.Perm()), 0, 0)
+		return err
+	})
+	if err != nil {
+		return nil, d.g.failed("mkdir "+where, err, "")
+	}
+	return &guestDir{g: d.g, names: names}, nil
+}
+
+// Remove implements Remover: unlink a file or remove an empty directory.
+func (d *guestDir) Remove(ctx context.Context, name string, dir bool) error {
+	where := guestPath(append(append([]string(nil), d.names...), name))
+	s, err := d.g.shared(ctx)
+	if err != nil {
+		return err
+	}
+	var flags uint32
+	if dir {
+		flags = 0x200 // AT_REMOVEDIR
+	}
+	err = d.g.do(ctx, s, "remove "+where, true, nil, func() error {
+		_, f, err := s.root.Walk(d.names)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.UnlinkAt(name, flags)
+	})
+	if err != nil {
+		return d.g.failed("remove "+where, err, "")
+	}
+	return nil
+}
+
+// Stat implements Node.Stat.
+func (f *guestFile) Stat(ctx context.Context) (Attr, error) {
+	if a, ok := f.attr.take(); ok {
+		return a, nil
+	}
+	return f.g.statNode(ctx, f.names)
+}
+
+// Truncate implements Truncater.
+func (f *guestFile) Truncate(ctx context.Context, size int64) error {
+	where := guestPath(f.names)
+	s, err := f.g.shared(ctx)
+	if err != nil {
+		return err
+	}
+	err = f.g.do(ctx, s, "truncate "+where, true, nil, func() error {
+		_, fl, err := s.root.Walk(f.names)
+		if err != nil {
+			return err
+		}
+		defer fl.Close()
+		return fl.SetAttr(p9.SetAttrMask{Size: true}, p9.SetAttr{Size: uint64(size)})
+	})
+	if err != nil {
+		return f.g.failed("truncate "+where, err, "")
+	}
+	return nil
+}
+
+// isStream reports whether the agent's file at names is a blocking one
+// (procs/<n>/stdout, stderr, wait), which gets a private session.
+func isStream(names []string) bool {
+	if len(names) != 3 || names[0] != "procs" {
+		return false
+	}
+	switch names[2] {
+	case "stdout", "stderr", "wait":
+		return true
+	}
+	return false
+}
+
+// Open implements Opener.
+func (f *guestFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+	h := &guestHandle{g: f.g, names: f.names, flags: flags & syscall.O_ACCMODE, private: isStream(f.names)}
+	h.clone = len(f.names) == 2 && f.names[0] == "procs" && f.names[1] == "clone"
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.openLocked(ctx); err != nil {
+		if flags.Writable() {
+			return nil, f.g.failed("open "+guestPath(f.names), err, "")
+		}
+		return nil, err
+	}
+	return h, nil
+}
+
+// guestHandle is one open file of the agent's tree, with its own fid on
+// the shared session, or on a private one for streams. If its session
+// dies, the next request opens the file again (except procs/clone, whose
+// open is the slot: that fails with EIO).
+type guestHandle struct {
+	g       *guestLink
+	names   []string
+	flags   OpenFlags
+	private bool // a stream: own session, killed on interrupt
+	clone   bool // procs/clone
+
+	mu sync.Mutex    // protects s, f
+	s  *guestSession // the session f belongs to
+	f  p9.File       // nil: closed, or dropped after an interrupt
+}
+
+var _ Handle = (*guestHandle)(nil)
+
+func (h *guestHandle) openLocked(ctx context.Context) error {
+	var s *guestSession
+	var err error
+	if h.private {
+		s, err = h.g.dial(ctx)
+	} else {
+		s, err = h.g.shared(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	var f p9.File
+	err = h.g.do(ctx, s, "open "+guestPath(h.names), true, nil, func() error {
+		_, fl, err := s.root.Walk(h.names)
+		if err != nil {
+			return err
+		}
+		if _, _, err := fl.Open(p9.OpenFlags(h.flags) & p9.OpenFlagsModeMask); err != nil {
+			fl.Close()
+			return err
+		}
+		f = fl
+		return nil
+	})
+	if err != nil {
+		if h.private {
+			s.kill(errors.New("open failed"))
+		}
+		return err
+	}
+	h.s, h.f = s, f
+	return nil
+}
+
+var errHandleLost = ctl.Errorf(syscall.EIO, "procs/clone: the guest connection was lost; the slot is gone with it")
+
+// file returns the open fid, opening the file again if it was dropped.
+func (h *guestHandle) file(ctx context.Context) (*guestSession, p9.File, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.f != nil && !h.s.isDead() {
+		return h.s, h.f, nil
+	}
+	if h.clone {
+		return nil, nil, errHandleLost
+	}
+	if h.f != nil && h.private {
+		h.s.kill(nil)
+	}
+	h.f = nil
+	if err := h.openLocked(ctx); err != nil {
+		return nil, nil, err
+	}
+	return h.s, h.f, nil
+}
+
+// drop forgets fid f after an interrupted request; a private session is
+// closed, which ends the request in the agent.
+func (h *guestHandle) drop(s *guestSession, f p9.File) {
+	h.mu.Lock()
+	if h.f == f {
+		h.f = nil
+	}
+	h.mu.Unlock()
+	if h.private {
+		s.kill(errors.New("interrupted"))
+	} else {
+		go f.Close()
+	}
+}
+
+// Read implements Handle.Read. A stream read blocks until the agent has
+// data, the stream ends (EOF) or ctx ends (EINTR; the private connection
+// is closed, so output the agent had already taken for this read is
+// lost, and the next read opens the stream again).
+func (h *guestHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	s, f, err := h.file(ctx)
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, min(len(p), guestReadMax)) // an abandoned read may still fill it
+	var n int
+	err = h.g.do(ctx, s, "read "+guestPath(h.names), false, func() { h.drop(s, f) }, func() error {
+		var err error
+		n, err = f.ReadAt(buf, off)
+		return err
+	})
+	copy(p, buf[:n])
+	if errors.Is(err, io.EOF) {
+		return n, nil
+	}
+	return n, err
+}
+
+// Write implements Handle.Write. A failed write to a ctl file (procs/clone,
+// procs/<n>/ctl) gets the agent's err text; every failed write leaves
+// its text in the sandbox's err.
+func (h *guestHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	s, f, err := h.file(ctx)
+	if err != nil {
+		return 0, err
+	}
+	where := guestPath(h.names)
+	var n int
+	err = h.g.do(ctx, s, "write "+where, false, func() { h.drop(s, f) }, func() error {
+		var err error
+		n, err = f.WriteAt(p, off)
+		return err
+	})
+	if err == nil {
+		return n, nil
+	}
+	text := ""
+	if en, ok := err.(syscall.Errno); ok && h.names[0] == "procs" {
+		slot := ""
+		switch {
+		case h.clone:
+			slot = h.slot(ctx, s, f)
+			where = "procs/" + slot + "/ctl"
+		case len(h.names) == 3 && h.names[2] == "ctl":
+			slot = h.names[1]
+		}
+		if slot != "" {
+			text = h.g.guestErrText(ctx, s, slot)
+		}
+		if text == "" {
+			text = en.Error()
+		}
+	}
+	return n, h.g.failed(where, err, text)
+}
+
+// slot reads the slot number of an open procs/clone.
+func (h *guestHandle) slot(ctx context.Context, s *guestSession, f p9.File) string {
+	var n string
+	h.g.do(ctx, s, "read procs/clone", true, nil, func() error {
+		b := make([]byte, 32)
+		k, err := f.ReadAt(b, 0)
+		n = strings.TrimSpace(string(b[:k]))
+		return err
+	})
+	return n
+}
+
+// Close implements Handle.Close.
+func (h *guestHandle) Close() error {
+	h.mu.Lock()
+	s, f := h.s, h.f
+	h.f = nil
+	h.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	if h.private {
+		s.kill(errors.New("closed"))
+		return nil
+	}
+	return h.g.do(context.Background(), s, "clunk "+guestPath(h.names), true, nil, f.Close)
+}
