@@ -19,20 +19,21 @@ type mount struct {
 	flags                  uintptr
 	data                   string
 	mode                   os.FileMode // of the mount point, if created
+	magic                  int64       // statfs f_type of fstype
 }
 
 // mounts is the guest's file system table. /dev/pts uses ptmxmode=0666 so
 // that /dev/ptmx (a devtmpfs node) and /dev/pts/ptmx both work; gid=5 is
 // the conventional tty group.
 var mounts = []mount{
-	{"proc", "/proc", "proc", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", 0o555},
-	{"sysfs", "/sys", "sysfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", 0o555},
-	{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755", 0o755},
-	{"devpts", "/dev/pts", "devpts", unix.MS_NOSUID | unix.MS_NOEXEC, "mode=0620,ptmxmode=0666,gid=5", 0o755},
-	{"tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777", 0o1777},
-	{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777", 0o1777},
-	{"tmpfs", "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=0755", 0o755},
-	{"cgroup2", "/sys/fs/cgroup", "cgroup2", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", 0o555},
+	{"proc", "/proc", "proc", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", 0o555, unix.PROC_SUPER_MAGIC},
+	{"sysfs", "/sys", "sysfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", 0o555, unix.SYSFS_MAGIC},
+	{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755", 0o755, unix.TMPFS_MAGIC},
+	{"devpts", "/dev/pts", "devpts", unix.MS_NOSUID | unix.MS_NOEXEC, "mode=0620,ptmxmode=0666,gid=5", 0o755, unix.DEVPTS_SUPER_MAGIC},
+	{"tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777", 0o1777, unix.TMPFS_MAGIC},
+	{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777", 0o1777, unix.TMPFS_MAGIC},
+	{"tmpfs", "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=0755", 0o755, unix.TMPFS_MAGIC},
+	{"cgroup2", "/sys/fs/cgroup", "cgroup2", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", 0o555, unix.CGROUP2_SUPER_MAGIC},
 }
 
 // devLinks are the conventional /dev symlinks devtmpfs does not make.
@@ -45,13 +46,18 @@ var devLinks = [][2]string{
 }
 
 // Mounts mounts the guest's pseudo file systems (the mounts table). A
-// target that is already mounted (EBUSY) is fine, so Mounts can run twice.
+// target that already is a mount point of that type (the kernel mounts
+// devtmpfs itself with CONFIG_DEVTMPFS_MOUNT) is left alone, so Mounts
+// can run twice without stacking mounts.
 // It returns every failure joined; init logs them and goes on.
 func Mounts() error {
 	var errs []error
 	for _, m := range mounts {
 		if err := os.MkdirAll(m.target, m.mode); err != nil {
 			errs = append(errs, fmt.Errorf("mount: mkdir %q: %w", m.target, err))
+			continue
+		}
+		if isMountOf(m.target, m.magic) {
 			continue
 		}
 		err := unix.Mount(m.source, m.target, m.fstype, m.flags, m.data)
@@ -65,6 +71,20 @@ func Mounts() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isMountOf reports whether dir is a mount point (its device differs
+// from its parent's) of a file system with statfs type magic.
+func isMountOf(dir string, magic int64) bool {
+	var fs unix.Statfs_t
+	if unix.Statfs(dir, &fs) != nil || fs.Type != magic {
+		return false
+	}
+	var st, parent unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || unix.Lstat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
 }
 
 // SetClock sets the system clock (settimeofday(2)); a zero time is a no-op.

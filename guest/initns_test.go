@@ -78,8 +78,34 @@ func initHelper() int {
 		}
 		return nil
 	}())
+	// Start as a fresh guest would: nothing of the host's mounted there
+	// (the kernel's own devtmpfs on /dev is left, as CONFIG_DEVTMPFS_MOUNT
+	// does in the guest).
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if mounts[i].target != "/dev" {
+			unix.Unmount(mounts[i].target, unix.MNT_DETACH)
+		}
+	}
 	check("Mounts", Mounts())
 	check("Mounts again (idempotent)", Mounts())
+	check("no stacked mounts", func() error {
+		b, err := os.ReadFile("/proc/self/mounts")
+		if err != nil {
+			return err
+		}
+		seen := map[string]int{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 2 {
+				seen[f[1]]++
+			}
+		}
+		for _, m := range mounts {
+			if seen[m.target] != 1 {
+				return fmt.Errorf("%s mounted %d times", m.target, seen[m.target])
+			}
+		}
+		return nil
+	}())
 	for _, m := range []struct {
 		path  string
 		magic int64
