@@ -25,6 +25,7 @@
 // between the two sees queue indices consistent with guest RAM.
 //
 // Lock order: Transport.mu (registers) → device locks. Device goroutines
-// never take Transport.mu; Interrupt uses atomics only. Transport.work
+// never take Transport.mu; Interrupt, Fail and ConfigChanged use atomics
+// only, so Device.Reset (called under Transport.mu) can wait for them. Transport.work
 // (the pause gate) is taken by device goroutines before their own locks.
 package virtio

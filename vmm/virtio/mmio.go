@@ -90,8 +90,8 @@ type Transport struct {
 	driverFeatures uint64
 	queueSel       uint32
 	queues         []*Queue
-	configGen      uint32
 
+	configGen  atomic.Uint32
 	live       atomic.Bool   // DRIVER_OK accepted and device activated
 	features   atomic.Uint64 // negotiated features, valid while live
 	intStatus  atomic.Uint32
@@ -189,9 +189,7 @@ func (t *Transport) SignalUsed(q *Queue) {
 // ConfigChanged bumps ConfigGeneration and sends a configuration change
 // interrupt.
 func (t *Transport) ConfigChanged() {
-	t.mu.Lock()
-	t.configGen++
-	t.mu.Unlock()
+	t.configGen.Add(1)
 	t.Interrupt(IntConfigChange)
 }
 
@@ -253,7 +251,7 @@ func (t *Transport) ReadMMIO(off uint64, data []byte) {
 			v |= StatusDeviceNeedsReset
 		}
 	case regConfigGeneration:
-		v = t.configGen
+		v = t.configGen.Load()
 	case regShmLenLow, regShmLenHigh:
 		v = 0xffffffff // no shared memory regions
 	}

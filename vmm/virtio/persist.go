@@ -43,7 +43,7 @@ func (t *Transport) Save() State {
 		DriverFeatures:    t.driverFeatures,
 		QueueSel:          t.queueSel,
 		InterruptStatus:   t.intStatus.Load(),
-		ConfigGeneration:  t.configGen,
+		ConfigGeneration:  t.configGen.Load(),
 		NeedsReset:        t.needsReset.Load(),
 		Live:              t.live.Load(),
 	}
@@ -71,7 +71,8 @@ func (t *Transport) Restore(s State) error {
 		return fmt.Errorf("virtio restore: %d queues saved, device %d has %d", len(s.Queues), t.dev.ID(), len(t.queues))
 	}
 	t.status, t.devFeatSel, t.drvFeatSel = s.Status, s.DeviceFeaturesSel, s.DriverFeaturesSel
-	t.driverFeatures, t.queueSel, t.configGen = s.DriverFeatures, s.QueueSel, s.ConfigGeneration
+	t.driverFeatures, t.queueSel = s.DriverFeatures, s.QueueSel
+	t.configGen.Store(s.ConfigGeneration)
 	t.intStatus.Store(s.InterruptStatus)
 	t.needsReset.Store(s.NeedsReset)
 	for i, qs := range s.Queues {
