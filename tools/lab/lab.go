@@ -1,0 +1,449 @@
+// Package lab runs the development VM ("the lab"): QEMU with the sandfs
+// kernel, a busybox initramfs, the repo checkout shared read-only over
+// virtio-9p at /opt/sandfs, and one command whose stdout, stderr and exit
+// status come back to the host. On hosts without usable hardware
+// virtualization QEMU uses TCG with -cpu max, which exposes AMD SVM, so
+// /dev/kvm works inside and the real VMM runs unchanged, only slower.
+// See docs/lab.md.
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+//go:embed init.sh
+var initScript []byte
+
+// GuestRepo is where the repo checkout appears inside the lab.
+const GuestRepo = "/opt/sandfs"
+
+// Forward is one QEMU user-networking port forward, host 127.0.0.1:Host
+// to guest port Guest.
+type Forward struct{ Host, Guest int }
+
+// Options describe one lab run.
+type Options struct {
+	Repo    string   // host repo checkout (shared read-only at /opt/sandfs); default FindRepo()
+	Kernel  string   // default <Repo>/build/vmlinuz
+	Args    []string // command and arguments, run as root with /bin/sh semantics of exec
+	Env     []string // extra KEY=VALUE for the command
+	Dir     string   // guest working directory; default /opt/sandfs
+	MemMiB  int      // default 6144 (SANDFS_LAB_MEM)
+	CPUs    int      // default 2 (SANDFS_LAB_CPUS)
+	Forward []Forward
+	Timeout time.Duration // 0: none
+
+	Stdout, Stderr io.Writer // default os.Stdout, os.Stderr
+	Console        io.Writer // kernel console; nil: a log file under the cache dir
+	Log            io.Writer // progress lines ("lab: ..."); nil: silent
+}
+
+// Result is what a run produced besides the command's output.
+type Result struct {
+	Status     int           // the command's exit status
+	Boot       time.Duration // QEMU start to status report
+	ConsoleLog string        // path of the kernel console log, if kept
+	Accel      string
+}
+
+// ErrNoStatus means the guest stopped without reporting the command's status
+// (kernel panic, missing init, QEMU failure).
+var ErrNoStatus = errors.New("lab: guest exited without reporting a status")
+
+// CacheDir is ${SANDFS_CACHE:-/var/cache/sandfs}.
+func CacheDir() string {
+	if d := os.Getenv("SANDFS_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/sandfs"
+}
+
+// FindRepo finds the sandfs checkout: $SANDFS_REPO, else the parent of the
+// directory holding the running executable (bin/sandfs), else the nearest
+// ancestor of the working directory whose go.mod declares module sandfs.
+func FindRepo() (string, error) {
+	isRepo := func(d string) bool {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		return err == nil && bytes.HasPrefix(b, []byte("module sandfs\n"))
+	}
+	if d := os.Getenv("SANDFS_REPO"); d != "" {
+		if !isRepo(d) {
+			return "", fmt.Errorf("lab: SANDFS_REPO is not a sandfs checkout %q", d)
+		}
+		return filepath.Abs(d)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			if d := filepath.Dir(filepath.Dir(exe)); isRepo(d) {
+				return d, nil
+			}
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("lab: getwd: %v", err)
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if isRepo(d) {
+			return d, nil
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("lab: no sandfs checkout above %q (set SANDFS_REPO)", wd)
+		}
+	}
+}
+
+// shellQuote quotes s for /bin/sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// initramfs builds the lab initramfs: busybox-static, the init script, the
+// command and its environment.
+func initramfs(busybox string, o *Options) ([]byte, error) {
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		return nil, fmt.Errorf("lab: read busybox: %v (apt-get install busybox-static)", err)
+	}
+	var cmd strings.Builder
+	cmd.WriteString("exec")
+	for _, a := range o.Args {
+		cmd.WriteString(" " + shellQuote(a))
+	}
+	cmd.WriteString("\n")
+	env := []string{
+		"HOME=/root",
+		"TMPDIR=/tmp",
+		"PATH=" + GuestRepo + "/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"SANDFS_LAB=1",
+		"SANDFS_REPO=" + GuestRepo,
+		"SANDFS_KERNEL=" + GuestRepo + "/build/vmlinuz",
+		"SANDFS_TEMPLATES=" + GuestRepo + "/build/templates",
+		"SANDFS_LAB_DIR=" + o.Dir,
+	}
+	env = append(env, o.Env...)
+	var envf strings.Builder
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n'\"$;=") {
+			return nil, fmt.Errorf("lab: bad environment entry %q", kv)
+		}
+		envf.WriteString("export " + k + "=" + shellQuote(v) + "\n")
+	}
+	var buf bytes.Buffer
+	c := newCPIO(&buf)
+	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys",
+		"tmp", "run", "etc", "root", "opt", "opt/sandfs", "mnt", "var"} {
+		c.dir(d, 0o755)
+	}
+	c.chr("dev/console", 0o600, 5, 1)
+	c.chr("dev/null", 0o666, 1, 3)
+	c.file("bin/busybox", 0o755, bb)
+	c.symlink("bin/sh", "busybox")
+	c.file("init", 0o755, initScript)
+	c.file("run/cmd", 0o644, []byte(cmd.String()))
+	c.file("run/env", 0o644, []byte(envf.String()))
+	if err := c.close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Run boots the lab, runs o.Args inside and returns its exit status.
+func Run(ctx context.Context, o Options) (Result, error) {
+	var res Result
+	if len(o.Args) == 0 {
+		return res, errors.New("lab: no command")
+	}
+	if o.Repo == "" {
+		r, err := FindRepo()
+		if err != nil {
+			return res, err
+		}
+		o.Repo = r
+	}
+	if o.Kernel == "" {
+		o.Kernel = filepath.Join(o.Repo, "build", "vmlinuz")
+	}
+	if _, err := os.Stat(o.Kernel); err != nil {
+		return res, fmt.Errorf("lab: kernel missing %q (run make kernel): %v", o.Kernel, err)
+	}
+	if o.Dir == "" {
+		o.Dir = GuestRepo
+	}
+	if o.MemMiB == 0 {
+		o.MemMiB = envInt("SANDFS_LAB_MEM", 6144)
+	}
+	if o.CPUs == 0 {
+		o.CPUs = envInt("SANDFS_LAB_CPUS", 2)
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	logf := func(format string, a ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "lab: "+format+"\n", a...)
+		}
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return res, fmt.Errorf("lab: qemu-system-x86_64 not found (apt-get install qemu-system-x86): %v", err)
+	}
+	khz, src, err := HostTSCkHz()
+	if err != nil {
+		return res, err
+	}
+	logf("host TSC %d kHz (%s)", khz, src)
+
+	run, err := os.MkdirTemp("", "sandfs-lab-")
+	if err != nil {
+		return res, fmt.Errorf("lab: mkdtemp: %v", err)
+	}
+	defer os.RemoveAll(run)
+
+	img, err := initramfs("/bin/busybox", &o)
+	if err != nil {
+		return res, err
+	}
+	initrd := filepath.Join(run, "initrd.cpio")
+	if err := os.WriteFile(initrd, img, 0o600); err != nil {
+		return res, fmt.Errorf("lab: write initrd: %v", err)
+	}
+
+	// Host ends of the virtio-serial ports: QEMU connects to our sockets.
+	type port struct {
+		name string
+		ln   *net.UnixListener
+		w    io.Writer
+	}
+	var status bytes.Buffer
+	ports := []*port{{name: "stdout", w: o.Stdout}, {name: "stderr", w: o.Stderr}, {name: "status", w: &status}}
+	for _, p := range ports {
+		path := filepath.Join(run, p.name+".sock")
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			return res, fmt.Errorf("lab: listen %q: %v", path, err)
+		}
+		defer ln.Close()
+		p.ln = ln
+	}
+
+	consolePath := ""
+	var console io.Writer = o.Console
+	if console == nil {
+		dir := filepath.Join(CacheDir(), "lab")
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			consolePath = filepath.Join(dir, fmt.Sprintf("console-%d.log", os.Getpid()))
+		} else {
+			consolePath = filepath.Join(run, "console.log")
+		}
+		f, err := os.Create(consolePath)
+		if err != nil {
+			return res, fmt.Errorf("lab: create console log: %v", err)
+		}
+		defer f.Close()
+		console = f
+		res.ConsoleLog = consolePath
+	}
+	consoleTail := &tailBuffer{max: 8192}
+	console = io.MultiWriter(console, consoleTail)
+
+	accel := "tcg"
+	cpu := "max"
+	if p := ProbeCached(); p.Native {
+		accel, cpu = "kvm", "host"
+	}
+	res.Accel = accel
+	cmdline := strings.Join([]string{
+		"console=ttyS0", "quiet", "panic=-1", "rdinit=/init",
+		"tsc_early_khz=" + strconv.Itoa(khz),
+		"random.trust_cpu=on", "8250.nr_uarts=1",
+	}, " ")
+	netdev := "user,id=n0"
+	for _, f := range o.Forward {
+		netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.Host, f.Guest)
+	}
+	accelArg := accel
+	if accel == "tcg" {
+		accelArg = "tcg,thread=multi"
+	}
+	args := []string{
+		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+		"-M", "pc", "-accel", accelArg, "-cpu", cpu,
+		"-smp", fmt.Sprintf("%d,sockets=%d", o.CPUs, o.CPUs),
+		"-m", fmt.Sprintf("%dM", o.MemMiB),
+		"-kernel", o.Kernel, "-initrd", initrd, "-append", cmdline,
+		"-serial", "stdio", "-monitor", "none",
+		"-virtfs", "local,path=" + o.Repo + ",mount_tag=sandfs,security_model=none,readonly=on,id=repo",
+		"-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,romfile=",
+		"-device", "virtio-rng-pci",
+		"-device", "virtio-serial-pci,id=vser",
+	}
+	for i, p := range ports {
+		args = append(args,
+			"-chardev", fmt.Sprintf("socket,id=c%d,path=%s", i, p.ln.Addr().String()),
+			"-device", fmt.Sprintf("virtserialport,bus=vser.0,chardev=c%d,name=sandfs.%s", i, p.name))
+	}
+
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	qc := exec.CommandContext(ctx, qemu, args...)
+	qc.Stdin = nil
+	qc.Stdout = console // -serial stdio: the kernel console
+	var qerr bytes.Buffer
+	qc.Stderr = io.MultiWriter(&qerr, consoleTail)
+	qc.WaitDelay = 5 * time.Second
+	logf("%s accel=%s smp=%d mem=%dMiB repo=%s", qemu, accel, o.CPUs, o.MemMiB, o.Repo)
+	start := time.Now()
+	if err := qc.Start(); err != nil {
+		return res, fmt.Errorf("lab: start qemu: %v", err)
+	}
+
+	var wg sync.WaitGroup
+	conns := make(chan net.Conn, len(ports))
+	for _, p := range ports {
+		wg.Add(1)
+		go func(p *port) {
+			defer wg.Done()
+			c, err := p.ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			conns <- c
+			w := p.w
+			if p.name == "status" {
+				w = &statusWriter{buf: &status, onLine: func() { res.Boot = time.Since(start) }}
+			}
+			io.Copy(w, c)
+			c.Close()
+		}(p)
+	}
+	werr := qc.Wait()
+	for _, p := range ports {
+		p.ln.Close() // unblocks Accept if QEMU never connected
+	}
+	wg.Wait()
+	close(conns)
+
+	line := strings.TrimSpace(status.String())
+	if n, ok := strings.CutPrefix(line, "status "); ok {
+		if v, err := strconv.Atoi(n); err == nil {
+			res.Status = v
+			logf("command exited %d, %.1fs after qemu start", v, res.Boot.Seconds())
+			return res, nil
+		}
+	}
+	why := "qemu exited"
+	if werr != nil {
+		why = fmt.Sprintf("qemu: %v", werr)
+	}
+	if ctx.Err() != nil {
+		why = fmt.Sprintf("%v (timeout %v)", ctx.Err(), o.Timeout)
+	}
+	return res, fmt.Errorf("%w: %s; last console output:\n%s", ErrNoStatus, why, consoleTail.String())
+}
+
+type statusWriter struct {
+	buf    *bytes.Buffer
+	once   sync.Once
+	onLine func()
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if bytes.IndexByte(p, '\n') >= 0 {
+		s.once.Do(s.onLine)
+	}
+	return s.buf.Write(p)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// readLines returns the lines of a small file, or nil.
+func readLines(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+// ServeTokenPath is the repo-relative file holding the 9P TCP token that
+// `sandfs lab serve` gives the daemon inside the lab (it reads it through
+// the read-only share) and that the host's `sandfs mount --token-file` uses.
+const ServeTokenPath = "build/lab/token"
+
+// ServeToken returns the host path of the lab serve token, creating it
+// (32 hex digits, mode 0600) if missing.
+func ServeToken(repo string) (string, error) {
+	p := filepath.Join(repo, ServeTokenPath)
+	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return p, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", fmt.Errorf("lab: token dir: %v", err)
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("lab: token: %v", err)
+	}
+	if err := os.WriteFile(p, []byte(hex.EncodeToString(raw[:])+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("lab: write token %q: %v", p, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tools/lab/run.sh (make run): start sandfs and mount its tree at /mnt/sandfs.
+# Natively where the host capability probe says guests run at hardware speed;
+# otherwise the daemon runs inside the lab (QEMU TCG) with its 9P port 5640
+# and HTTP port 3000 forwarded to 127.0.0.1, and the host mounts it via FUSE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mnt=${SANDFS_MOUNT:-/mnt/sandfs}
+p9=${SANDFS_LAB_9P_PORT:-5640}
+http=${SANDFS_LAB_HTTP_PORT:-3000}
+state=${SANDFS_STATE:-/var/lib/sandfs}
+mkdir -p "$mnt"
+
+probe=$(bin/sandfs probe)
+echo "$probe"
+pids=()
+cleanup() {
+	fusermount -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null || true
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+wait_port() {
+	for _ in $(seq 1 600); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { echo "make run: daemon exited" >&2; return 1; }; done
+		sleep 0.5
+	done
+	echo "make run: port $1 did not open in 300s" >&2
+	return 1
+}
+
+if bin/sandfs probe -q >/dev/null; then
+	echo "== sandfs: running natively (state $state)"
+	bin/sandfs serve --listen unix:/run/sandfs/sandfs.sock --listen "tcp:127.0.0.1:$p9" --state "$state" --mount "$mnt" &
+	pids+=($!)
+	wait_port "$p9"
+else
+	echo "== sandfs: this host cannot run guests natively, so sandfs runs INSIDE THE LAB (QEMU TCG, slower); ports $p9/$http forwarded to 127.0.0.1"
+	bin/sandfs lab serve &
+	pids+=($!)
+	wait_port "$p9"
+	bin/sandfs mount "$mnt" --addr "tcp:127.0.0.1:$p9" --token-file build/lab/token &
+	pids+=($!)
+fi
+sleep 1
+cat <<EOT
+
+sandfs is up: the tree is at $mnt (9P at 127.0.0.1:$p9, HTTP at 127.0.0.1:$http).
+Quick start:
+  ls $mnt
+  cat $mnt/README 2>/dev/null || true     # the tree describes itself
+  see docs/filesystem.md for creating a sandbox from the base template
+Press Ctrl-C to stop.
+EOT
+wait "${pids[0]}"

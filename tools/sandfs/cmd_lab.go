@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"sandfs/tools/lab"
+)
+
+func init() {
+	register("lab", "run a command (or the daemon) inside the development VM: lab [-v] -- CMD...", runLab)
+	register("probe", "report whether this host runs sandfs guests natively or needs the lab", runProbe)
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func runLab(args []string) int {
+	serve := false
+	if len(args) > 0 && args[0] == "serve" {
+		serve = true
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
+	var env, fwd multiFlag
+	fs.Var(&env, "e", "KEY=VALUE for the command (repeatable)")
+	fs.Var(&fwd, "p", "forward host 127.0.0.1:HOST to guest port GUEST, as HOST:GUEST (repeatable)")
+	dir := fs.String("C", "", "working directory inside the lab (default: the current directory mapped under /opt/sandfs)")
+	mem := fs.Int("mem", 0, "guest RAM in MiB (default $SANDFS_LAB_MEM or 6144)")
+	cpus := fs.Int("cpus", 0, "vCPUs (default $SANDFS_LAB_CPUS or 2)")
+	timeout := fs.Duration("timeout", 0, "kill the lab after this long (0: never)")
+	verbose := fs.Bool("v", false, "show progress and the kernel console on stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: sandfs lab [flags] -- CMD [ARGS...]\n       sandfs lab serve [flags] [-- SERVE-ARGS...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o := lab.Options{Env: env, Dir: *dir, MemMiB: *mem, CPUs: *cpus, Timeout: *timeout}
+	for _, f := range fwd {
+		h, g, ok := strings.Cut(f, ":")
+		hp, err1 := strconv.Atoi(h)
+		gp, err2 := strconv.Atoi(g)
+		if !ok || err1 != nil || err2 != nil {
+			fmt.Fprintf(os.Stderr, "sandfs lab: bad -p, want HOST:GUEST %q\n", f)
+			return 2
+		}
+		o.Forward = append(o.Forward, lab.Forward{Host: hp, Guest: gp})
+	}
+	repo, err := lab.FindRepo()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
+		return 125
+	}
+	o.Repo = repo
+	if o.Dir == "" {
+		o.Dir = lab.GuestRepo
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(repo, wd); err == nil && !strings.HasPrefix(rel, "..") {
+				o.Dir = filepath.Join(lab.GuestRepo, rel)
+			}
+		}
+	}
+	o.Args = fs.Args()
+	if serve {
+		p9 := envPort("SANDFS_LAB_9P_PORT", 5640)
+		http := envPort("SANDFS_LAB_HTTP_PORT", 3000)
+		o.Forward = append(o.Forward, lab.Forward{Host: p9, Guest: 5640}, lab.Forward{Host: http, Guest: 3000})
+		tokenFile, err := lab.ServeToken(repo)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
+			return 125
+		}
+		guestToken := lab.GuestRepo + "/" + lab.ServeTokenPath
+		o.Args = append([]string{lab.GuestRepo + "/bin/sandfs", "serve", "--listen", "tcp:0.0.0.0:5640",
+			"--state", "/tmp/sandfs-state", "--token-file", guestToken}, o.Args...)
+		fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab; 9P at 127.0.0.1:%d (token in %s), HTTP at 127.0.0.1:%d; Ctrl-C stops\n",
+			p9, tokenFile, http)
+	} else if len(o.Args) == 0 {
+		fs.Usage()
+		return 2
+	}
+	if *verbose {
+		o.Log = os.Stderr
+		o.Console = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	res, err := lab.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
+		if errors.Is(err, lab.ErrNoStatus) && res.ConsoleLog != "" {
+			fmt.Fprintf(os.Stderr, "sandfs lab: full console log %s\n", res.ConsoleLog)
+		}
+		return 125
+	}
+	if *verbose {
+		fmt.Fprintf(os.Stderr, "lab: exit %d, total %.1fs\n", res.Status, time.Since(start).Seconds())
+	}
+	return res.Status
+}
+
+func envPort(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 && v < 65536 {
+		return v
+	}
+	return def
+}
+
+func runProbe(args []string) int {
+	p := lab.Probe()
+	mode := "lab"
+	if p.Native {
+		mode = "native"
+	}
+	fmt.Printf("%s: %s\n", mode, p.Reason)
+	if p.Guest != nil {
+		fmt.Printf("test guest: %.3g loop iter/s, %.3g PIO exits/s\n", p.Guest.LoopsPerSec(), p.Guest.ExitsPerSec())
+	}
+	if len(args) > 0 && args[0] == "-q" {
+		if p.Native {
+			return 0
+		}
+		return 1
+	}
+	return 0
+}
