@@ -71,6 +71,13 @@ func TestRunIOAndHalt(t *testing.T) {
 	}
 	// mov al, 0x42; out 0x80, al; hlt
 	_, c := realModeVM(t, s, []byte{0xb0, 0x42, 0xe6, 0x80, 0xf4})
+	ents, err := s.SupportedCPUID()
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("SupportedCPUID = %d entries, %v", len(ents), err)
+	}
+	if err := c.SetCPUID2(ents); err != nil { // before the first KVM_RUN (6.1 refuses changes after)
+		t.Errorf("SetCPUID2: %v", err)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := c.Run(); err != nil {
@@ -91,13 +98,6 @@ func TestRunIOAndHalt(t *testing.T) {
 	regs, err := c.GetRegs()
 	if err != nil || regs.RIP != 0x1005 {
 		t.Errorf("RIP = %#x, %v; want 0x1005", regs.RIP, err)
-	}
-	ents, err := s.SupportedCPUID()
-	if err != nil || len(ents) == 0 {
-		t.Errorf("SupportedCPUID = %d entries, %v", len(ents), err)
-	}
-	if err := c.SetCPUID2(ents); err != nil {
-		t.Errorf("SetCPUID2: %v", err)
 	}
 	msrs, err := s.MSRIndexList()
 	if err != nil || len(msrs) == 0 {
