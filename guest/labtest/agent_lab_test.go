@@ -201,7 +201,7 @@ func run(t *testing.T, root p9.File, msgs ...string) (string, string) {
 
 func TestAgentInTemplate(t *testing.T) {
 	root := bootAgent(t, "")
-	out, w := run(t, root, `exec 'hostname; cat /proc/1/comm; id -u user; awk ''{print $3}'' /proc/mounts | sort -u | tr "\n" " "; date +%s'`)
+	out, w := run(t, root, `exec 'hostname; cat /proc/1/comm; id -u user; awk ''{print $3}'' /proc/mounts | sort -u | tr "\n" " "; echo; date +%s'`)
 	if !strings.Contains(w, "exited code=0") {
 		t.Fatalf("wait %q, stdout %q", w, out)
 	}
