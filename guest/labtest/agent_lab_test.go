@@ -54,8 +54,20 @@ func file(env, rel string) string {
 	return p
 }
 
+// vm is a booted template and the VMM process running it.
+type vm struct {
+	t   *testing.T
+	cfg vmm.Config
+	p   *vmm.Process
+}
+
 // bootAgent boots the template and returns the agent's root over vsock.
 func bootAgent(t *testing.T, extraCmdline string) p9.File {
+	_, root := bootVM(t, extraCmdline)
+	return root
+}
+
+func bootVM(t *testing.T, extraCmdline string) (*vm, p9.File) {
 	t.Helper()
 	if ok, why := kvm.Available(); !ok {
 		need(t, "KVM", fmt.Errorf("%s", why))
@@ -82,30 +94,45 @@ func bootAgent(t *testing.T, extraCmdline string) p9.File {
 		Socket: filepath.Join(dir, "ctl.sock"), Console: filepath.Join(dir, "console"),
 		LogFile: filepath.Join(dir, "vmm.log"),
 	}
+	v := &vm{t: t, cfg: cfg}
+	return v, v.launch()
+}
+
+// launch starts v.cfg (a boot or a restore) and attaches to the agent.
+func (v *vm) launch() p9.File {
+	t := v.t
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
-	p, err := vmm.Launch(ctx, cfg)
+	p, err := vmm.Launch(ctx, v.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	v.p = p
+	console := v.cfg.Console
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			b, _ := os.ReadFile(cfg.Console)
-			t.Logf("console:\n%s", tail(string(b), 4000))
+			b, _ := os.ReadFile(console)
+			t.Logf("console %s:\n%s", console, tail(string(b), 4000))
 		}
 	})
 	start := time.Now()
 	for {
-		c, err := connect(cfg.Vsock.UDS, 564)
+		c, err := connect(v.cfg.Vsock.UDS, 564)
 		if err == nil {
-			cl, root, err := guest.Dial(c)
-			if err != nil {
-				t.Fatal(err)
+			var cl *p9.Client
+			var root p9.File
+			cl, root, err = guest.Dial(c)
+			if err == nil {
+				t.Cleanup(func() { cl.Close() })
+				t.Logf("agent answered %v after launch", time.Since(start).Round(time.Millisecond))
+				return root
 			}
-			t.Cleanup(func() { cl.Close() })
-			t.Logf("agent answered %v after launch", time.Since(start).Round(time.Millisecond))
-			return root
+			// Right after a restore the guest's vsock transport is
+			// being reset and may drop a first connection: retry.
+			t.Logf("attach: %v (retrying)", err)
+			c.Close()
 		}
 		if time.Since(start) > bootTimeout {
 			t.Fatalf("no agent on vsock port 564 after %v: %v", bootTimeout, err)
@@ -236,5 +263,75 @@ func TestAgentInTemplate(t *testing.T) {
 	out, _ = run(t, root, `exec '(sleep 0.5 &) ; sleep 1.5; ps -eo stat= | grep -c ^Z || true'`)
 	if strings.TrimSpace(out) != "0" {
 		t.Errorf("zombies after orphan exit: %q", out)
+	}
+}
+
+// TestAgentAcrossSnapshot: a process started through the agent keeps
+// running across pause, save, stop and restore in a new VMM process; the
+// host reconnects over vsock and finds it; the agent's ctl sets the clock
+// that stood still.
+func TestAgentAcrossSnapshot(t *testing.T) {
+	v, root := bootVM(t, "")
+	ctl := walkOpen(t, root, "procs/clone", p9.ReadWrite)
+	n := strings.TrimSpace(readAll(t, ctl))
+	if _, err := ctl.WriteAt([]byte(`exec 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done'`), 0); err != nil {
+		t.Fatal(err)
+	}
+	ctl.Close()
+	time.Sleep(time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
+	defer cancel()
+	if err := v.p.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(filepath.Dir(v.cfg.Socket), "snap")
+	if err := v.p.Save(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v.p.Wait()
+	saved := time.Now()
+	time.Sleep(3 * time.Second) // the guest clock stands still meanwhile
+
+	v.cfg.Restore = snap
+	v.cfg.Console = v.cfg.Console + "2"
+	root = v.launch()
+	st := walkOpen(t, root, "procs/"+n+"/status", p9.ReadOnly)
+	if s := readAll(t, st); !strings.HasPrefix(s, n+" running pid=") {
+		t.Errorf("after restore: status %q", s)
+	}
+	count := func() int {
+		f := walkOpen(t, root, "fs/tmp/count", p9.ReadOnly)
+		defer f.Close()
+		c, _ := strconv.Atoi(strings.TrimSpace(readAll(t, f)))
+		return c
+	}
+	c1 := count()
+	time.Sleep(time.Second)
+	if c2 := count(); c2 <= c1 {
+		t.Errorf("process not running after restore: count %d then %d", c1, c2)
+	}
+	// The clock: set it from the host, then read it back.
+	actl := walkOpen(t, root, "ctl", p9.ReadWrite)
+	now := time.Now()
+	if _, err := actl.WriteAt([]byte("time "+strconv.FormatInt(now.UnixNano(), 10)), 0); err != nil {
+		t.Fatal(err)
+	}
+	s := readAll(t, actl)
+	i := strings.Index(s, "now=")
+	gns, _ := strconv.ParseInt(strings.TrimSpace(s[i+4:]), 10, 64)
+	if d := time.Unix(0, gns).Sub(time.Now()); d < -30*time.Second || d > 30*time.Second {
+		t.Errorf("guest clock off by %v after time (saved %v ago)", d, time.Since(saved))
+	}
+	w := walkOpen(t, root, "procs/"+n+"/ctl", p9.WriteOnly)
+	if _, err := w.WriteAt([]byte("signal KILL"), 0); err != nil {
+		t.Error(err)
+	}
+	wf := walkOpen(t, root, "procs/"+n+"/wait", p9.ReadOnly)
+	if s := readAll(t, wf); !strings.Contains(s, "killed signal=9") {
+		t.Errorf("wait %q", s)
 	}
 }
