@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -177,8 +178,12 @@ func configureIface(c Config) error {
 
 // writeFileAtomic writes data to a temporary file beside name and renames
 // it over name, so a crash leaves the old or the new file, never half.
-// The new file keeps the old one's owner and mode if it existed.
+// The new file keeps the old one's owner and mode if it existed. A file
+// that already holds data is left alone (no write, no fsync at boot).
 func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
+	if old, err := os.ReadFile(name); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
 	uid, gid := -1, -1
 	if fi, err := os.Stat(name); err == nil {
 		mode = fi.Mode().Perm()

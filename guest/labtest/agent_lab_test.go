@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,12 +60,7 @@ type vm struct {
 	p   *vmm.Process
 }
 
-// bootAgent boots the template and returns the agent's root over vsock.
-func bootAgent(t *testing.T, extraCmdline string) p9.File {
-	_, root := bootVM(t, extraCmdline)
-	return root
-}
-
+// bootVM boots the template and returns the agent's root over vsock.
 func bootVM(t *testing.T, extraCmdline string) (*vm, p9.File) {
 	t.Helper()
 	if ok, why := kvm.Available(); !ok {
@@ -119,7 +113,7 @@ func (v *vm) launch() p9.File {
 	})
 	start := time.Now()
 	for {
-		c, err := connect(v.cfg.Vsock.UDS, 564)
+		c, err := guest.DialHybrid(v.cfg.Vsock.UDS, guest.DefaultPort, 5*time.Second)
 		if err == nil {
 			var cl *p9.Client
 			var root p9.File
@@ -139,36 +133,6 @@ func (v *vm) launch() p9.File {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// connect opens a host→guest vsock stream through the VMM's hybrid
-// socket: "CONNECT <port>\n", reply "OK <n>\n".
-func connect(uds string, port int) (net.Conn, error) {
-	c, err := net.Dial("unix", uds)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(c, "CONNECT %d\n", port)
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	// Read the reply byte by byte: nothing after the newline is ours.
-	var line []byte
-	b := make([]byte, 1)
-	for len(line) < 64 {
-		if _, err := c.Read(b); err != nil {
-			c.Close()
-			return nil, err
-		}
-		if b[0] == '\n' {
-			break
-		}
-		line = append(line, b[0])
-	}
-	c.SetReadDeadline(time.Time{})
-	if !strings.HasPrefix(string(line), "OK ") {
-		c.Close()
-		return nil, fmt.Errorf("CONNECT %d: %q", port, line)
-	}
-	return c, nil
 }
 
 func tail(s string, n int) string {
@@ -227,7 +191,15 @@ func run(t *testing.T, root p9.File, msgs ...string) (string, string) {
 }
 
 func TestAgentInTemplate(t *testing.T) {
-	root := bootAgent(t, "")
+	v, root := bootVM(t, "")
+	defer func() {
+		b, _ := os.ReadFile(v.cfg.Console)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "sandfs-init:") {
+				t.Log(l)
+			}
+		}
+	}()
 	out, w := run(t, root, `exec 'hostname; cat /proc/1/comm; id -u user; awk ''{print $3}'' /proc/mounts | sort -u | tr "\n" " "; echo; date +%s'`)
 	if !strings.Contains(w, "exited code=0") {
 		t.Fatalf("wait %q, stdout %q", w, out)

@@ -8,6 +8,11 @@
 // duties unless -init is given, and -listen picks the transport:
 //
 //	sandfs-init -listen unix:/tmp/agent.sock -root /tmp/root
+//
+// An image builder can add the users ahead of boot (saving the first
+// boot's /etc writes):
+//
+//	sandfs-init -users /path/to/image/tree
 package main
 
 import (
@@ -32,11 +37,18 @@ func main() {
 	doInit := flag.Bool("init", pid1, "do the init duties (mounts, clock, hostname, network, users)")
 	listen := flag.String("listen", "vsock", `"vsock" (port from sandfs.port, default 564), "vsock:PORT" or "unix:PATH"`)
 	root := flag.String("root", "/", "directory served as fs/")
+	users := flag.String("users", "", "only add root and user to `DIR`/etc (for image builds), then exit")
 	if !pid1 {
 		flag.Parse()
 	}
 	log.SetFlags(0)
 	log.SetPrefix("sandfs-init: ")
+	if *users != "" {
+		if err := guest.EnsureUsers(*users); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 
 	cfg := guest.Config{Port: guest.DefaultPort}
 	if *doInit {
@@ -112,34 +124,35 @@ func (l hostOnly) Accept() (net.Conn, error) {
 }
 
 // initDuties does PID 1's set-up. Failures are logged and skipped: a
-// guest with no network is still worth serving.
+// guest with no network is still worth serving. The log line gives each
+// step's time.
 func initDuties() guest.Config {
 	t0 := time.Now()
-	mountErr := guest.Mounts()
-	console()
-	if mountErr != nil {
-		log.Print(mountErr)
-	}
-	b, err := os.ReadFile("/proc/cmdline")
-	if err != nil {
-		log.Printf("cmdline: %v", err)
-	}
-	cfg, errs := guest.ParseCmdline(string(b))
-	for _, e := range errs {
-		log.Print(e)
-	}
-	for _, step := range []func() error{
-		func() error { return guest.SetClock(cfg) },
-		func() error { return guest.SetHostname(cfg, "/") },
-		func() error { return guest.Network(cfg, "/") },
-		func() error { return guest.EnsureUsers("/") },
-	} {
-		if err := step(); err != nil {
+	var times []string
+	step := func(name string, f func() error) {
+		t := time.Now()
+		if err := f(); err != nil {
 			log.Print(err)
 		}
+		times = append(times, fmt.Sprintf("%s=%v", name, time.Since(t).Round(time.Millisecond)))
 	}
+	var cfg guest.Config
+	step("mounts", func() error { err := guest.Mounts(); console(); return err })
+	step("cmdline", func() error {
+		b, err := os.ReadFile("/proc/cmdline")
+		var errs []error
+		cfg, errs = guest.ParseCmdline(string(b))
+		for _, e := range errs {
+			log.Print(e)
+		}
+		return err
+	})
+	step("clock", func() error { return guest.SetClock(cfg) })
+	step("hostname", func() error { return guest.SetHostname(cfg, "/") })
+	step("network", func() error { return guest.Network(cfg, "/") })
+	step("users", func() error { return guest.EnsureUsers("/") })
 	os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-	log.Printf("init done in %v", time.Since(t0).Round(time.Millisecond))
+	log.Printf("init done in %v (%s)", time.Since(t0).Round(time.Millisecond), strings.Join(times, " "))
 	return cfg
 }
 
