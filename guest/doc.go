@@ -139,6 +139,28 @@
 // Close the first; GetXattr answers ENOSYS so that path is never taken)
 // and locks.
 //
+// # E2B process API on these files
+//
+//	Start          clone; user U; cwd D (if given); env K=V... (sandbox
+//	               envs, then the request's); pty on + size R C (pty) or
+//	               stdin off (stdin false); tag T; start CMD ARGS...
+//	               → "start" event: pid= from status; ENOENT cwd → the
+//	               SDK's invalid_argument (text in err)
+//	data events    read stdout and stderr until EOF (pty: stdout only)
+//	end event      read wait: exited code=C → exitCode C; killed
+//	               signal=S → exitCode -1, "signal: killed"
+//	Connect(pid)   find the slot whose status has pid=P, read as above
+//	List           every procs/<n>/ that is running: config + status
+//	SendInput      write stdin;  CloseStdin: closestdin
+//	SendSignal     signal KILL (or TERM);  Update(pty size): size R C
+//	timeoutMs      the adapter writes signal KILL when it elapses
+//
+// # Host helpers
+//
+// DialHybrid does the VMM's hybrid-vsock CONNECT handshake; Dial attaches
+// a p9 client over the result. After a snapshot restore, retry: the
+// guest may drop the first connection while its vsock transport resets.
+//
 // # Reaping
 //
 // One reaper (reaper.go) is the only caller of wait4: it reaps every
