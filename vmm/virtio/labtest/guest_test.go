@@ -47,6 +47,9 @@ func guestMain() {
 	unix.Mount("sysfs", "/sys", "sysfs", 0, "")
 	nonce := os.Getenv("sandfs_vnonce")
 	fmt.Printf("VTEST start nonce=%s\n", nonce)
+	if os.Getenv("sandfs_vmode") == "serve" {
+		guestServe()
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	report := func(name string, err error, detail string) {
@@ -161,6 +164,11 @@ var ifOnce = sync.OnceValues(func() (struct {
 })
 
 func guestNetTx(nonce string) (string, error) {
+	return sendFrames("SANDFS-NET-MARKER-"+nonce, 10)
+}
+
+// sendFrames broadcasts n frames of type etherTypeOut carrying payload.
+func sendFrames(payload string, n int) (string, error) {
 	ifc, err := ifOnce()
 	if err != nil {
 		return "", err
@@ -174,19 +182,19 @@ func guestNetTx(nonce string) (string, error) {
 	frame = append(frame, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 	frame = append(frame, ifc.mac...)
 	frame = append(frame, etherTypeOut>>8, etherTypeOut&0xff)
-	frame = append(frame, "SANDFS-NET-MARKER-"+nonce...)
+	frame = append(frame, payload...)
 	for len(frame) < 60 {
 		frame = append(frame, 0)
 	}
 	sa := &unix.SockaddrLinklayer{Protocol: htons(etherTypeOut), Ifindex: ifc.idx, Halen: 6}
 	copy(sa.Addr[:], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	for range 10 {
+	for range n {
 		if err := unix.Sendto(fd, frame, 0, sa); err != nil {
 			return "", fmt.Errorf("sendto: %w", err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Sprintf("sent 10 frames from %s", ifc.mac), nil
+	return fmt.Sprintf("sent %d frames from %s", n, ifc.mac), nil
 }
 
 func guestNetRx(nonce string) (string, error) {

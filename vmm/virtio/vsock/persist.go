@@ -1,6 +1,10 @@
 package vsock
 
-import "sandfs/vmm/virtio"
+import (
+	"time"
+
+	"sandfs/vmm/virtio"
+)
 
 // State is the saved state of a virtio-vsock device. Connections are not
 // saved: their host ends are unix sockets of this process. A restored
@@ -20,6 +24,7 @@ func (d *Device) Restore(s State) error {
 	d.mu.Lock()
 	d.cid = s.GuestCID
 	d.resetEvent = s.Transport.Live
+	d.resetSince = time.Now()
 	d.mu.Unlock()
 	return d.t.Restore(s.Transport)
 }

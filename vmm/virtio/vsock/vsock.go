@@ -57,6 +57,9 @@ const (
 	firstLocalPort = 1 << 30
 	// connectTimeout bounds reading "CONNECT <port>\n".
 	connectTimeout = 10 * time.Second
+	// resetHold bounds how long packets wait for a TRANSPORT_RESET to be
+	// handled by the guest.
+	resetHold = 2 * time.Second
 )
 
 // Config describes a vsock device.
@@ -84,7 +87,16 @@ type Device struct {
 	order      []*conn   // round-robin order for data
 	nextPort   uint32
 	resetEvent bool // a TRANSPORT_RESET event is due
-	closed     bool
+	// After a TRANSPORT_RESET the guest resets its connected sockets in
+	// its event work, which runs independently of its rx work: a REQUEST
+	// delivered meanwhile could be reset too. So packets to the guest are
+	// held from the restore until the guest has handled the event, which
+	// it shows by putting the event buffer back (avail.idx moves past
+	// evMark), or until resetHold passes.
+	resetInFlight bool
+	evMark        uint16
+	resetSince    time.Time
+	closed        bool
 }
 
 type key struct{ local, peer uint32 } // host port, guest port
@@ -588,6 +600,9 @@ func (d *Device) fillRx() bool {
 // first, then data from connections in turn, within the guest's credit.
 func (d *Device) nextRxLocked(room int) (h hdr, payload []byte, ok bool) {
 	h = hdr{SrcCID: HostCID, DstCID: d.cid, Type: typeStream, BufAlloc: bufAlloc}
+	if d.holdLocked() {
+		return h, nil, false
+	}
 	for len(d.ctrl) > 0 {
 		p := d.ctrl[0]
 		d.ctrl = d.ctrl[1:]
@@ -644,6 +659,27 @@ func (d *Device) nextRxLocked(room int) (h hdr, payload []byte, ok bool) {
 	return h, nil, false
 }
 
+// holdLocked reports whether packets to the guest must wait for a
+// TRANSPORT_RESET to be handled; while they do, it re-kicks the rx
+// goroutine shortly (the guest does not notify for the event buffer it
+// puts back).
+func (d *Device) holdLocked() bool {
+	if !d.resetEvent && !d.resetInFlight {
+		return false
+	}
+	if time.Since(d.resetSince) > resetHold {
+		slog.Warn("vsock: guest did not handle TRANSPORT_RESET in time; sending anyway")
+		d.resetEvent, d.resetInFlight = false, false
+		return false
+	}
+	if d.resetInFlight && d.t.Queue(evQueue).AvailIdx() != d.evMark {
+		d.resetInFlight = false
+		return false
+	}
+	time.AfterFunc(5*time.Millisecond, d.rxKick.Kick)
+	return true
+}
+
 // sendEvents delivers a pending TRANSPORT_RESET event.
 func (d *Device) sendEvents() bool {
 	d.mu.Lock()
@@ -663,11 +699,12 @@ func (d *Device) sendEvents() bool {
 		return true
 	}
 	ch.Write([]byte{eventTransportReset, 0, 0, 0}) // struct virtio_vsock_event { le32 id }
+	d.mu.Lock()
+	d.evMark = q.AvailIdx() // before the guest can see the event and refill
+	d.resetEvent, d.resetInFlight = false, true
+	d.mu.Unlock()
 	q.Push(ch.Head, ch.Written())
 	d.t.SignalUsed(q)
-	d.mu.Lock()
-	d.resetEvent = false
-	d.mu.Unlock()
 	return true
 }
 

@@ -357,6 +357,11 @@ func TestSaveRestoreTransportReset(t *testing.T) {
 	}
 	defer hc.Close()
 	fmt.Fprintf(hc, "CONNECT 9\n")
+	// Held until the guest has handled the reset (re-posted the buffer).
+	if u, ok := g.d.Wait(rxQueue, 200*time.Millisecond); ok {
+		t.Fatalf("packet before the guest handled TRANSPORT_RESET: %+v", u)
+	}
+	g.d.AddKick(evQueue, virtiotest.W(4))
 	if p := g.expect(opRequest); p.DstPort != 9 {
 		t.Fatalf("request %+v", p.hdr)
 	}
