@@ -106,7 +106,10 @@
 // slot is freed (EOF); its tag is flushed (Tflush: EINTR, then Rflush);
 // its fid is clunked or removed (EINTR); or its connection ends (EINTR).
 // So a host abandons a read by flushing it (Linux v9fs on a signal) or
-// by closing the file (the p9 client sends no Tflush). A blocking read
+// by closing the file (the p9 client sends no Tflush). A stdin write
+// that blocks on a full pipe (the process does not read) ends the same
+// ways, returning the count written so far (EINTR if none), and with
+// EPIPE when the process exits or closestdin closes the pipe. A blocking read
 // holds its connection's p9 rename lock while it waits (Trenameat and
 // Tremove wait for it), so do fs/ renames on a connection that does not
 // stream.

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -267,8 +268,11 @@ func (p *proc) pump(f *os.File, ob *outbuf) {
 	}
 }
 
-// writeStdin writes b to the process's stdin (or its terminal).
-func (p *proc) writeStdin(b []byte) (int, error) {
+// writeStdin writes b to the process's stdin (or its terminal). It
+// blocks while the pipe is full; it ends early, with what was written
+// (EINTR if nothing), when ctx ends (flush, clunk, connection gone), and
+// with EPIPE when stdin is closed or the process exits.
+func (p *proc) writeStdin(ctx context.Context, b []byte) (int, error) {
 	p.mu.Lock()
 	f, st := p.stdin, p.state
 	p.mu.Unlock()
@@ -281,11 +285,31 @@ func (p *proc) writeStdin(b []byte) (int, error) {
 		}
 		return 0, errorf(syscall.EPIPE, "stdin: process %s", st)
 	}
-	n, err := f.Write(b)
-	if err != nil {
-		return n, errorf(syscall.EPIPE, "stdin: %v", err)
+	written := 0
+	for written < len(b) {
+		// Pipes and the pty master are pollable: a deadline turns a
+		// blocked write into a chance to look at ctx.
+		f.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		n, err := f.Write(b[written:])
+		written += n
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if ctx.Err() == nil {
+				continue
+			}
+			if written > 0 {
+				return written, nil
+			}
+			return 0, errorf(syscall.EINTR, "stdin: write interrupted")
+		}
+		if written > 0 {
+			return written, nil
+		}
+		return 0, errorf(syscall.EPIPE, "stdin: %v", err)
 	}
-	return n, nil
+	return written, nil
 }
 
 // exited records the exit status; it is the reaper's callback.

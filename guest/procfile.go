@@ -175,7 +175,9 @@ func (f *procFile) WriteAt(b []byte, off int64) (int, error) {
 		}
 		return len(b), nil
 	case kStdin:
-		n, err := f.p.writeStdin(b)
+		ctx, done := f.c.blocking()
+		defer done()
+		n, err := f.p.writeStdin(ctx, b)
 		return n, errOut(err)
 	}
 	return 0, linux.EACCES

@@ -16,8 +16,8 @@ import (
 // byte the server reads to a sniffer that decodes just the 9P header
 // (size[4] type[1] tag[2]) and the first body fields, and
 //
-//   - records, per goroutine, the Tread (tag, fid) that goroutine just
-//     read: p9 handles each request in the goroutine that received it
+//   - records, per goroutine, the Tread or Twrite (tag, fid) that
+//     goroutine just read: p9 handles each request in the goroutine that received it
 //     (connState.handleRequest: recv, then handle), so a blocking ReadAt
 //     finds its own tag and fid by its goroutine id;
 //   - on Tflush(oldtag) ends the read with that tag, on Tclunk(fid) or
@@ -34,6 +34,7 @@ const (
 	p9Tflush     = 108
 	p9Twalk      = 110
 	p9Tread      = 116
+	p9Twrite     = 118
 	p9Tclunk     = 120
 	p9Tremove    = 122
 )
@@ -131,7 +132,7 @@ func (c *conn) sawMessage(p []byte) {
 		delete(w.flushed, m.tag)
 	}
 	switch m.typ {
-	case p9Tread:
+	case p9Tread, p9Twrite:
 		m.fid, _ = u32(0)
 	case p9Tclunk, p9Tremove:
 		if fid, ok := u32(0); ok {
@@ -164,7 +165,7 @@ func (c *conn) sawMessage(p []byte) {
 	w.cur[goid()] = m
 }
 
-// blocking returns the context a blocking read should wait with: it ends
+// blocking returns the context a blocking read (or write) should wait with: it ends
 // with the connection, or when the read's tag is flushed or its fid
 // clunked. Call done when the read returns.
 func (c *conn) blocking() (ctx context.Context, done func()) {
@@ -173,8 +174,8 @@ func (c *conn) blocking() (ctx context.Context, done func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m, ok := w.cur[goid()]
-	if !ok || m.typ != p9Tread {
-		return ctx, cancel // not called from a Tread handler (tests)
+	if !ok || m.typ != p9Tread && m.typ != p9Twrite {
+		return ctx, cancel // not called from a Tread/Twrite handler (tests)
 	}
 	if w.clunked[m.fid] || w.flushed[m.tag] {
 		cancel()

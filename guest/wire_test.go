@@ -142,3 +142,37 @@ func TestFlushEndsBlockedRead(t *testing.T) {
 	mustWrite(t, ctl, "signal KILL")
 	waitLine(t, root, n)
 }
+
+// TestClunkEndsBlockedWrite: a stdin write blocked on a full pipe (the
+// process does not read) ends when the file is closed, with a short count.
+func TestClunkEndsBlockedWrite(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	n, ctl := newProcess(t, root, "start sleep 100")
+	f, err := walk(t, root, "procs/"+n+"/stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.Open(p9.WriteOnly); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		big := make([]byte, 200<<10) // more than a pipe holds
+		var err error
+		for err == nil {
+			_, err = f.WriteAt(big, 0)
+		}
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	f.Close()
+	select {
+	case err := <-done:
+		t.Logf("blocked write ended with %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("stdin write blocked on a full pipe did not end on clunk")
+	}
+	mustWrite(t, ctl, "signal KILL")
+	waitLine(t, root, n)
+}
