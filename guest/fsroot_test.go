@@ -3,6 +3,7 @@ package guest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -232,5 +233,53 @@ func TestFSOwnersLinksFifo(t *testing.T) {
 	syscall.Stat(filepath.Join(ts.root, "owned"), &st)
 	if st.Uid != 42 || st.Gid != 43 || fi.ModTime().Unix() != 1000000000 {
 		t.Errorf("after setattr: %d:%d mtime %v", st.Uid, st.Gid, fi.ModTime())
+	}
+}
+
+func TestFSReaddirPaging(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	want := map[string]bool{}
+	for i := range 1500 {
+		name := fmt.Sprintf("file-with-a-longish-name-%04d", i)
+		want[name] = true
+		os.WriteFile(filepath.Join(ts.root, name), nil, 0o644)
+	}
+	d := openFile(t, root, "fs", p9.ReadOnly)
+	got := map[string]bool{}
+	var off uint64
+	calls := 0
+	for {
+		ents, err := d.Readdir(off, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) == 0 {
+			break
+		}
+		calls++
+		for _, e := range ents {
+			if got[e.Name] {
+				t.Fatalf("%s listed twice", e.Name)
+			}
+			got[e.Name] = true
+			off = e.Offset
+		}
+	}
+	if len(got) != len(want) || calls < 2 {
+		t.Errorf("listed %d of %d names in %d calls", len(got), len(want), calls)
+	}
+	// O_TRUNC and O_APPEND reach the file.
+	os.WriteFile(filepath.Join(ts.root, "t"), []byte("0123456789"), 0o644)
+	f := openFile(t, root, "fs/t", p9.WriteOnly|p9.OpenFlags(os.O_TRUNC))
+	f.Close()
+	if b, _ := os.ReadFile(filepath.Join(ts.root, "t")); len(b) != 0 {
+		t.Errorf("O_TRUNC: %q", b)
+	}
+	os.WriteFile(filepath.Join(ts.root, "a"), []byte("x"), 0o644)
+	f = openFile(t, root, "fs/a", p9.WriteOnly|p9.OpenFlags(os.O_APPEND))
+	f.WriteAt([]byte("yz"), 0)
+	if b, _ := os.ReadFile(filepath.Join(ts.root, "a")); string(b) != "xyz" {
+		t.Errorf("O_APPEND: %q", b)
 	}
 }
