@@ -298,6 +298,15 @@ func (c *COW) Sync() error {
 	if !c.dirty {
 		return nil
 	}
+	if err := c.writeMapLocked(c.mapPath); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
+}
+
+// writeMapLocked writes the map to path (by rename, after fsync).
+func (c *COW) writeMapLocked(path string) error {
 	m := make([]byte, cowHeader, cowHeader+len(c.bits))
 	copy(m, cowMagic)
 	mode := uint32(cowModeOverlay)
@@ -308,7 +317,7 @@ func (c *COW) Sync() error {
 	binary.LittleEndian.PutUint32(m[12:], ChunkSize)
 	binary.LittleEndian.PutUint64(m[16:], uint64(c.size))
 	m = append(m, c.bits...)
-	tmp := c.mapPath + ".tmp"
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("blk: write map: %w", err)
@@ -324,10 +333,78 @@ func (c *COW) Sync() error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("blk: write map: %w", err)
 	}
-	if err := os.Rename(tmp, c.mapPath); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("blk: write map: %w", err)
 	}
-	c.dirty = false
+	return nil
+}
+
+// Clone makes dst (and dst+".map") an independent copy of this disk's
+// private state, for a snapshot or a clone: open it later with OpenCOW on
+// the same base. The overlay is reflinked where the file system can, else
+// only the chunks written so far are copied into a sparse file, so the
+// cost follows what the guest wrote, not the disk size. Pause the device
+// first so that no request is in flight.
+func (c *COW) Clone(dst string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.over.Sync(); err != nil {
+		return fmt.Errorf("blk: clone: fsync overlay: %w", err)
+	}
+	o, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("blk: clone: %w", err)
+	}
+	defer o.Close()
+	if unix.IoctlFileClone(int(o.Fd()), int(c.over.Fd())) != nil {
+		if err := o.Truncate(c.size); err != nil {
+			return fmt.Errorf("blk: clone: %w", err)
+		}
+		if err := c.copyChunksLocked(o); err != nil {
+			return err
+		}
+	}
+	if err := o.Sync(); err != nil {
+		return fmt.Errorf("blk: clone: fsync: %w", err)
+	}
+	return c.writeMapLocked(dst + ".map")
+}
+
+// copyChunksLocked copies the overlay's data into o: the written chunks
+// (overlay mode) or everything (reflink mode without FICLONE on o's file
+// system).
+func (c *COW) copyChunksLocked(o *os.File) error {
+	buf := make([]byte, 256*ChunkSize)
+	copyRange := func(off, end int64) error {
+		for off < end {
+			n := min(int64(len(buf)), end-off)
+			if _, err := c.over.ReadAt(buf[:n], off); err != nil && err != io.EOF {
+				return fmt.Errorf("blk: clone: read at %d: %w", off, err)
+			}
+			if _, err := o.WriteAt(buf[:n], off); err != nil {
+				return fmt.Errorf("blk: clone: write at %d: %w", off, err)
+			}
+			off += n
+		}
+		return nil
+	}
+	if c.reflink {
+		return copyRange(0, c.size)
+	}
+	for ch := int64(0); ch < c.chunks(); {
+		if !c.has(ch) {
+			ch++
+			continue
+		}
+		end := ch + 1
+		for end < c.chunks() && c.has(end) {
+			end++
+		}
+		if err := copyRange(ch*ChunkSize, min(end*ChunkSize, c.size)); err != nil {
+			return err
+		}
+		ch = end
+	}
 	return nil
 }
 

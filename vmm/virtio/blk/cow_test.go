@@ -98,3 +98,37 @@ func TestCOWBaseSizeChanged(t *testing.T) {
 		t.Fatal("reopen over a resized base succeeded")
 	}
 }
+
+func TestCOWClone(t *testing.T) {
+	base, orig := makeBase(t, 32*ChunkSize)
+	dir := t.TempDir()
+	c, err := OpenCOW(base, filepath.Join(dir, "a"), COWOptions{NoReflink: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WriteAt(bytes.Repeat([]byte{1}, 100), 5*ChunkSize+7)
+	c.WriteAt(bytes.Repeat([]byte{2}, 3*ChunkSize), 10*ChunkSize)
+	if err := c.Clone(filepath.Join(dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	c.WriteAt(bytes.Repeat([]byte{3}, 10), 0) // after the clone: not in b
+	want := bytes.Clone(orig)
+	copy(want[5*ChunkSize+7:], bytes.Repeat([]byte{1}, 100))
+	copy(want[10*ChunkSize:], bytes.Repeat([]byte{2}, 3*ChunkSize))
+	c.Close()
+	b, err := OpenCOW(base, filepath.Join(dir, "b"), COWOptions{NoReflink: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make([]byte, len(want))
+	if _, err := b.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("clone differs")
+	}
+	if w := b.Written(); len(w) != 4 {
+		t.Errorf("clone holds chunks %v, want 4", w)
+	}
+}
