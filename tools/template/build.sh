@@ -126,10 +126,12 @@ if [ ! -f "$img" ]; then
 	log "mkfs.ext4 -d ($((kib / 1024)) MiB of files in a ${size_mib} MiB image)"
 	rm -f "$img.tmp"
 	mkfs.ext4 -q -F -L "sandfs-$name" -m 0 -E lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0 \
-		-d "$stage" "$img.tmp" "${size_mib}M"
+		-d "$stage" "$img.tmp" "${size_mib}M" >/dev/null
 	rm -rf "$stage"
 	mv "$img.tmp" "$img"
 	log "image built in $(($(date +%s) - t0))s"
+	# Keep the 3 newest images of this template (each init change makes one).
+	ls -t "$cache/$name"-*.ext4 2>/dev/null | tail -n +4 | xargs -r rm -f
 fi
 cp --sparse=always -f "$img" "$out.tmp" && mv -f "$out.tmp" "$out"
 echo "$img_key init=$init_hash" > "$repo/build/templates/$name.key"
