@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,4 +222,35 @@ func TestCloseWhilePaused(t *testing.T) {
 		t.Fatal("Close hangs on a paused transport")
 	}
 	tr.Resume() // harmless after Close
+}
+
+// dirtyMem records MarkDirty calls.
+type dirtyMem struct {
+	*virtiotest.Mem
+	mu    sync.Mutex
+	pages map[uint64]bool
+}
+
+func (m *dirtyMem) MarkDirty(gpa uint64, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p := gpa >> 12; p <= (gpa+uint64(n)-1)>>12; p++ {
+		m.pages[p] = true
+	}
+}
+
+func TestDirtyLog(t *testing.T) {
+	raw := virtiotest.NewMem(4 << 20)
+	mem := &dirtyMem{Mem: raw, pages: map[uint64]bool{}}
+	irq := virtiotest.NewIRQ()
+	tr := virtio.NewTransport(&echo{kick: virtio.NewKick()}, mem, irq, 5)
+	defer tr.Close()
+	d := virtiotest.Init(t, tr, raw, irq, virtiotest.Options{})
+	d.AddKick(0, virtiotest.R([]byte("dirty")), virtiotest.W(8))
+	d.MustWait(0)
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if !mem.pages[d.Q[0].UsedAddr>>12] {
+		t.Errorf("used ring page %#x not marked dirty", d.Q[0].UsedAddr)
+	}
 }

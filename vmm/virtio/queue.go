@@ -29,6 +29,20 @@ const (
 	MaxQueueSize = 1024
 )
 
+// DirtyLogger is implemented by a bus.Memory that must hear about the
+// devices' own writes to guest RAM: KVM's dirty log does not see them
+// (DESIGN §4), soft-dirty does. Devices call it for every range they write
+// (used ring, avail_event, writable buffers).
+type DirtyLogger interface {
+	MarkDirty(gpa uint64, n int)
+}
+
+func markDirty(mem bus.Memory, gpa uint64, n int) {
+	if l, ok := mem.(DirtyLogger); ok && n > 0 {
+		l.MarkDirty(gpa, n)
+	}
+}
+
 // ErrBadChain reports a descriptor chain that breaks the spec (loop, out of
 // range index, readable after writable, memory outside RAM). The guest is
 // hostile: a bad chain puts the device in DEVICE_NEEDS_RESET.
@@ -214,6 +228,8 @@ func (q *Queue) Push(head uint16, n uint32) {
 	// owned by the device: one atomic store publishes the element above.
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.used[0])), uint32(q.NextUsed)<<16)
 	q.pushedSince = true
+	markDirty(q.mem, q.DeviceAddr, 4)
+	markDirty(q.mem, q.DeviceAddr+4+8*uint64(slot), 8)
 }
 
 // NeedInterrupt reports whether the driver wants a used-buffer notification
@@ -244,6 +260,7 @@ func (q *Queue) SetAvailEvent() {
 		return
 	}
 	off := 4 + 8*int(q.Size)
+	markDirty(q.mem, q.DeviceAddr+uint64(off), 2)
 	if off+4 > len(q.used) {
 		binary.LittleEndian.PutUint16(q.used[off:], q.NextAvail)
 		atomic.AddUint32((*uint32)(unsafe.Pointer(&q.used[0])), 0) // full barrier
@@ -346,6 +363,7 @@ func (c *Chain) Write(p []byte) (int, error) {
 			return total, fmt.Errorf("%w: %v", ErrBadChain, err)
 		}
 		copy(b, p)
+		markDirty(c.mem, d.Addr+uint64(c.wdOff), n)
 		p, total, c.wdOff = p[n:], total+n, c.wdOff+n
 		c.written += uint32(n)
 	}
@@ -360,6 +378,7 @@ func (c *Chain) WritableSpace() int { return c.WritableLen() - int(c.written) }
 
 // Buffers returns the guest-memory slices of the readable (write=false) or
 // writable (write=true) descriptors, for zero-copy I/O (readv/writev).
+// Writable buffers are reported dirty whole.
 func (c *Chain) Buffers(write bool) ([][]byte, error) {
 	var bs [][]byte
 	for _, d := range c.Descs {
@@ -369,6 +388,9 @@ func (c *Chain) Buffers(write bool) ([][]byte, error) {
 		b, err := c.mem.Slice(d.Addr, int(d.Len))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadChain, err)
+		}
+		if write {
+			markDirty(c.mem, d.Addr, int(d.Len))
 		}
 		bs = append(bs, b)
 	}
