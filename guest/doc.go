@@ -105,8 +105,10 @@
 // when: data arrives; the stream ends or the process exits (wait); the
 // slot is freed (EOF); its tag is flushed (Tflush: EINTR, then Rflush);
 // its fid is clunked or removed (EINTR); or its connection ends (EINTR).
-// So a host abandons a read by flushing it (Linux v9fs on a signal) or
-// by closing the file (the p9 client sends no Tflush). A stdin write
+// So a host abandons a read by flushing it or by closing the file (the p9
+// client sends no Tflush). Linux's 9p client waits killably: SIGINT does
+// not interrupt a read on a 9p mount, SIGKILL sends Tflush (tested in
+// TestKernel9P, in the lab). A stdin write
 // that blocks on a full pipe (the process does not read) ends the same
 // ways, returning the count written so far (EINTR if none), and with
 // EPIPE when the process exits or closestdin closes the pipe. A blocking read
