@@ -164,6 +164,24 @@ func configureIface(c Config) error {
 	if err := netlink.AddrReplace(l, addr); err != nil {
 		return fmt.Errorf("network: address %s on %q: %w", c.IP, c.Iface, err)
 	}
+	// The interface has this one address of its family: a restored
+	// clone that gets a new address must not keep its parent's.
+	family := netlink.FAMILY_V4
+	if c.IP.IP.To4() == nil {
+		family = netlink.FAMILY_V6
+	}
+	addrs, err := netlink.AddrList(l, family)
+	if err != nil {
+		return fmt.Errorf("network: addresses of %q: %w", c.Iface, err)
+	}
+	for _, a := range addrs {
+		if a.IPNet.String() == addr.IPNet.String() || family == netlink.FAMILY_V6 && a.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		if err := netlink.AddrDel(l, &a); err != nil {
+			return fmt.Errorf("network: remove old address %s from %q: %w", a.IPNet, c.Iface, err)
+		}
+	}
 	if err := netlink.LinkSetUp(l); err != nil {
 		return fmt.Errorf("network: %q up: %w", c.Iface, err)
 	}

@@ -205,6 +205,18 @@ func initHelper() int {
 			}
 			return nil
 		}())
+		check("readdress (a restored clone)", func() error {
+			c2, _ := ParseCmdline("sandfs.ip=10.9.1.7/24 sandfs.gw=10.9.1.1")
+			if err := Network(c2, etc); err != nil {
+				return err
+			}
+			l, _ := netlink.LinkByName("eth0")
+			addrs, _ := netlink.AddrList(l, netlink.FAMILY_V4)
+			if len(addrs) != 1 || addrs[0].IPNet.String() != "10.9.1.7/24" {
+				return fmt.Errorf("addrs %v", addrs)
+			}
+			return nil
+		}())
 	}()
 
 	check("orphans reaped", func() error {
