@@ -39,8 +39,8 @@
 //	net IFACE ADDR/PREFIX [GW]   address (replace), link up, default route
 //	dns IP...                    /etc/resolv.conf
 //
-// Process ctl verbs (ctlVerbs), one message per write; the first five
-// only in state new (EBUSY otherwise):
+// Process ctl verbs (ctlVerbs), one message per write; user, cwd, env,
+// pty and stdin only in state new (EBUSY otherwise):
 //
 //	user NAME|UID[:GID]   run as (default root); groups from /etc/group;
 //	                      HOME USER LOGNAME SHELL from /etc/passwd
@@ -61,8 +61,9 @@
 //	closestdin            close the stdin pipe (with a pty: send ^D); EBUSY unless running
 //	free                  forget a finished or never-started slot now; EBUSY while running
 //
-// Message syntax: words separated by blanks; single quotes quote, ” is a
-// quote inside quotes (rc(1)); quoted parts may hold newlines (scripts);
+// Message syntax: words separated by blanks; single quotes quote, and two
+// single quotes inside quotes stand for one (rc(1)); quoted parts may
+// hold newlines (scripts);
 // one trailing newline allowed; an unquoted newline (a second message),
 // NUL bytes and messages over 64 KiB are refused (EINVAL, E2BIG). Quote
 // builds arguments. Errors: EINVAL malformed, unknown verb, wrong argument
@@ -105,16 +106,21 @@
 // when: data arrives; the stream ends or the process exits (wait); the
 // slot is freed (EOF); its tag is flushed (Tflush: EINTR, then Rflush);
 // its fid is clunked or removed (EINTR); or its connection ends (EINTR).
-// So a host abandons a read by flushing it or by closing the file (the p9
+// A host abandons a read by flushing it or by closing the file (the p9
 // client sends no Tflush). Linux's 9p client waits killably: SIGINT does
-// not interrupt a read on a 9p mount, SIGKILL sends Tflush (tested in
-// TestKernel9P, in the lab). A stdin write
-// that blocks on a full pipe (the process does not read) ends the same
-// ways, returning the count written so far (EINTR if none), and with
-// EPIPE when the process exits or closestdin closes the pipe. A blocking read
-// holds its connection's p9 rename lock while it waits (Trenameat and
-// Tremove wait for it), so do fs/ renames on a connection that does not
-// stream.
+// not interrupt a read on a 9p mount, SIGKILL sends Tflush (TestKernel9P,
+// in the lab). wire.go relies on p9 v0.3.0 handling each request in the
+// goroutine that read it; TestFlushEndsBlockedRead and
+// TestClunkEndsBlockedRead fail if a p9 upgrade changes that.
+//
+// A stdin write that blocks on a full pipe (the process does not read)
+// ends the same ways, returning the count written so far (EINTR if
+// none), and with EPIPE when the process exits or closestdin closes the
+// pipe.
+//
+// A blocking read holds its connection's p9 rename lock while it waits
+// (Trenameat and Tremove wait for it), so do fs/ renames on a connection
+// that does not stream.
 //
 // # Lifetimes
 //

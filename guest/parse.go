@@ -20,7 +20,7 @@ type command struct {
 // parseMessage splits one ctl message into words. Rules (the host ctl
 // grammar's, with one extension): words are separated by blanks (space,
 // tab); a word may contain single-quoted parts in which blanks are
-// literal and ” is a quote (rc(1): a'b c'd is "ab cd"); one trailing
+// literal and two single quotes stand for one (rc(1): a'b c'd is "ab cd"); one trailing
 // newline is allowed. The extension: a quoted part may contain newlines
 // and any other byte, so `exec` can carry a multi-line script. An
 // unquoted newline anywhere else (a second message) is refused, as are
