@@ -97,8 +97,9 @@ type Transport struct {
 	intStatus  atomic.Uint32
 	needsReset atomic.Bool
 
-	work   sync.RWMutex // pause gate: device batches hold it shared, Pause exclusive
-	paused atomic.Bool  // work is held by Pause
+	work    sync.RWMutex // pause gate: device batches hold it shared, Pause exclusive
+	paused  atomic.Bool  // work is held by Pause
+	closing atomic.Bool  // Close has started: Begin refuses
 }
 
 var _ bus.MMIODevice = (*Transport)(nil)
@@ -137,8 +138,18 @@ func (t *Transport) offered() uint64 {
 }
 
 // Begin and End bracket a device batch that touches guest memory or ring
-// state. Begin blocks while the transport is paused.
-func (t *Transport) Begin() { t.work.RLock() }
+// state. Begin blocks while the transport is paused; it returns false
+// (without the gate held: do not call End) once the transport is closing,
+// and the device goroutine must then exit without touching the queues.
+// So a device closed while paused does no work after a Save.
+func (t *Transport) Begin() bool {
+	t.work.RLock()
+	if t.closing.Load() {
+		t.work.RUnlock()
+		return false
+	}
+	return true
+}
 
 // End ends a batch started with Begin.
 func (t *Transport) End() { t.work.RUnlock() }
@@ -380,10 +391,11 @@ func (t *Transport) reset() {
 
 // Close stops a live device (as a driver reset would) so that its
 // goroutines exit; used when the VM shuts down, possibly paused: the
-// device goroutines are let go to see their stop signal, and must not find
-// guest RAM unmapped yet. After Close returns, the device never touches
-// guest memory again.
+// device goroutines are let go, find Begin refusing and exit without
+// touching the queues. After Close returns, the device never touches guest
+// memory again.
 func (t *Transport) Close() {
+	t.closing.Store(true)
 	t.Resume()
 	t.mu.Lock()
 	defer t.mu.Unlock()

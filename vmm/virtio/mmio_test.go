@@ -182,7 +182,6 @@ func TestSaveRestore(t *testing.T) {
 	// snapshot catches in flight, never kicked).
 	h := d.Add(0, virtiotest.R([]byte("two")), virtiotest.W(8))
 	s := tr.Save()
-	tr.Resume()
 	tr.Close()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -222,6 +221,10 @@ func TestCloseWhilePaused(t *testing.T) {
 		t.Fatal("Close hangs on a paused transport")
 	}
 	tr.Resume() // harmless after Close
+	time.Sleep(20 * time.Millisecond)
+	if u, ok := d.Poll(0); ok {
+		t.Errorf("device closed while paused still served a chain: %+v", u)
+	}
 }
 
 // dirtyMem records MarkDirty calls.

@@ -60,7 +60,9 @@ func (r *Runner) Stop() {
 // fails.
 func (t *Transport) Loop(stop <-chan struct{}, kick Kick, fn func() bool) {
 	for {
-		t.Begin()
+		if !t.Begin() {
+			return
+		}
 		ok := fn()
 		t.End()
 		if !ok {

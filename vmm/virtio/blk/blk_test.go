@@ -116,7 +116,6 @@ func TestSaveRestore(t *testing.T) {
 	e.dev.Transport().Pause()
 	h := d.Add(0, virtiotest.R(req(tIn, 1)), virtiotest.W(513)) // in flight at save
 	s := e.dev.Save()
-	e.dev.Transport().Resume()
 	e.dev.Close()
 	b, _ := json.Marshal(s)
 	var s2 State

@@ -198,7 +198,9 @@ func (d *Device) rxLoop(stop <-chan struct{}) {
 		// num_buffers = 1: one buffer per frame (no MRG_RXBUF).
 		binary.LittleEndian.PutUint16(frame[10:], 1)
 		for delivered := false; !delivered; {
-			t.Begin()
+			if !t.Begin() {
+				return
+			}
 			c, ok, err := q.Pop()
 			if err != nil {
 				t.End()

@@ -126,7 +126,6 @@ func TestSaveRestore(t *testing.T) {
 	d.AddKick(rxQueue, virtiotest.W(1526))
 	dev.Transport().Pause()
 	s := dev.Save()
-	dev.Transport().Resume()
 	dev.Close()
 	b, _ := json.Marshal(s)
 	var s2 State

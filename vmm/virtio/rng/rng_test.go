@@ -39,7 +39,6 @@ func TestSaveRestore(t *testing.T) {
 	d.MustWait(0)
 	dev.Transport().Pause()
 	s := dev.Save()
-	dev.Transport().Resume()
 	dev.Close()
 	b, _ := json.Marshal(s)
 	var s2 State

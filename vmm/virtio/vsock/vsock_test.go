@@ -331,7 +331,6 @@ func TestSaveRestoreTransportReset(t *testing.T) {
 	g.d.AddKick(evQueue, virtiotest.W(4))
 	g.dev.Transport().Pause()
 	s := g.dev.Save()
-	g.dev.Transport().Resume()
 	g.dev.Close()
 	b, _ := json.Marshal(s)
 	var s2 State
