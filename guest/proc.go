@@ -337,6 +337,9 @@ func (p *proc) exited(ws unix.WaitStatus) {
 func (p *proc) start(argv []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.freed {
+		return errorf(syscall.ENOENT, "start: process freed")
+	}
 	if p.state != stNew {
 		return errorf(syscall.EBUSY, "start: process already started (state %s)", p.state)
 	}

@@ -337,6 +337,12 @@ func TestFree(t *testing.T) {
 	if _, err := walk(t, root, "procs/"+n); !errors.Is(err, linux.ENOENT) {
 		t.Errorf("unstarted slot after close: walk err %v, want ENOENT", err)
 	}
+	// A freed slot cannot be started.
+	ctl = openFile(t, root, "procs/clone", p9.ReadWrite)
+	mustWrite(t, ctl, "free")
+	if err := write(ctl, "start true"); !errors.Is(err, linux.ENOENT) {
+		t.Errorf("start after free: %v, want ENOENT", err)
+	}
 	// free while running is refused; after exit it works at once.
 	n, ctl = newProcess(t, root, "start sleep 100")
 	if err := write(ctl, "free"); !errors.Is(err, linux.EBUSY) {
