@@ -57,6 +57,11 @@ const (
 	firstLocalPort = 1 << 30
 	// connectTimeout bounds reading "CONNECT <port>\n".
 	connectTimeout = 10 * time.Second
+	// maxConns bounds a guest's connections (REQUESTs beyond it get RST),
+	// maxCtrl the control packets waiting for RX buffers (a guest that
+	// provokes RSTs without posting buffers loses the excess ones).
+	maxConns = 1024
+	maxCtrl  = 4096
 	// resetHold bounds how long packets wait for a TRANSPORT_RESET to be
 	// handled by the guest.
 	resetHold = 2 * time.Second
@@ -284,7 +289,7 @@ func (d *Device) handleTx(ch *virtio.Chain) uint32 {
 	}
 	switch h.Op {
 	case opRequest:
-		if c != nil {
+		if c != nil || len(d.conns) >= maxConns {
 			d.queueRSTLocked(k)
 			return 0
 		}
@@ -544,6 +549,9 @@ func (d *Device) queueCreditUpdateLocked(c *conn) {
 }
 
 func (d *Device) queueCtrlLocked(k key, op uint16, flags uint32) {
+	if len(d.ctrl) >= maxCtrl && op == opRST {
+		return
+	}
 	d.ctrl = append(d.ctrl, ctrlPkt{k, op, flags})
 	d.rxKick.Kick()
 }
@@ -738,7 +746,7 @@ func (d *Device) hostConnect(uc *net.UnixConn) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed || len(d.conns) >= maxConns {
 		uc.Close()
 		return
 	}
