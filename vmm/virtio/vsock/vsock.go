@@ -162,6 +162,10 @@ func New(mem bus.Memory, irq bus.IRQ, line uint32, cfg Config) (*Device, error) 
 	if cfg.UDS == "" {
 		return nil, errors.New("vsock: no unix socket path")
 	}
+	// sockaddr_un holds 107 bytes of path; "<uds>_<port>" adds up to 11.
+	if len(cfg.UDS)+11 > 107 {
+		return nil, fmt.Errorf("vsock: socket path too long (%d bytes, at most 96) %q", len(cfg.UDS), cfg.UDS)
+	}
 	os.Remove(cfg.UDS)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.UDS, Net: "unix"})
 	if err != nil {
