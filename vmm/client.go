@@ -29,10 +29,11 @@ type Process struct {
 	conn net.Conn
 	rd   *bufio.Reader
 
-	done   chan struct{} // closed once the process has been reaped
-	reason ExitReason    // valid after done
-	err    error         // valid after done
-	stderr *tailBuffer
+	done    chan struct{} // closed once the process has been reaped
+	reason  ExitReason    // valid after done
+	err     error         // valid after done
+	stderr  *tailBuffer
+	logFile *os.File // the VMM's stderr log, closed after the process is reaped
 }
 
 // DefaultStopTimeout bounds Stop when the context has no deadline.
@@ -119,7 +120,7 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("launch: %w", err)
 		}
-		closers = append(closers, lf)
+		p.logFile = lf // closed by reap: the copy from the VMM's stderr must outlive Launch
 		logw = io.MultiWriter(p.stderr, lf)
 	}
 	cmd.Stderr = logw
@@ -147,6 +148,9 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	p.conn, p.rd = conn, bufio.NewReader(conn)
 	if err := cmd.Start(); err != nil {
 		conn.Close()
+		if p.logFile != nil {
+			p.logFile.Close()
+		}
 		p.removeCgroup()
 		return nil, fmt.Errorf("launch: %w", err)
 	}
@@ -193,6 +197,9 @@ func (p *Process) reap() {
 	}
 	if p.conn != nil {
 		p.conn.Close()
+	}
+	if p.logFile != nil {
+		p.logFile.Close()
 	}
 	p.removeCgroup()
 	os.Remove(p.cfg.Socket)

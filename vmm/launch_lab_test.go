@@ -54,7 +54,7 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Kill()
-	waitFile(t, cfg.Console, "tick 2\n", bootTimeout)
+	waitFile(t, cfg.Console, "tick 2\r\n", bootTimeout)
 	if err := p.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 	}
 	defer p2.Kill()
 	out := waitFile(t, cfg2.Console, "tick ", 30*time.Second)
-	if strings.Contains(out, "SANDFS-GUEST-INIT") || strings.Contains(out, "tick 0\n") {
+	if strings.Contains(out, "SANDFS-GUEST-INIT") || strings.Contains(out, "tick 0\r\n") {
 		t.Errorf("restored guest rebooted: %q", tail(out, 300))
 	}
 	_ = before
@@ -100,6 +100,7 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 func TestLaunchGuestReset(t *testing.T) {
 	dir := t.TempDir()
 	cfg := launchConfig(t, dir, "reboot")
+	cfg.Cmdline = "printk.time=1 " + GuestMode + "=reboot"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := Launch(ctx, cfg)
@@ -115,6 +116,8 @@ func TestLaunchGuestReset(t *testing.T) {
 	if r, err := p.Wait(); r != ExitReset || err != nil {
 		t.Errorf("Wait = %v, %v; want reset, nil", r, err)
 	}
+	b, _ := os.ReadFile(cfg.Console)
+	t.Logf("console:\n%s", tail(string(b), 12000))
 }
 
 func TestLaunchSeccompKill(t *testing.T) {

@@ -55,7 +55,7 @@ func TestPauseResume(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con.waitFor(t, "tick 3\n", bootTimeout)
+	con.waitFor(t, "tick 3\r\n", bootTimeout)
 	if err := m.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestSaveRestore(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con.waitFor(t, "tick 3\n", bootTimeout)
+	con.waitFor(t, "tick 3\r\n", bootTimeout)
 	if err := m.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +109,9 @@ func TestSaveRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("restore to running took %v", time.Since(start))
-	want := "tick " + itoa(ticks+2) + "\n"
+	want := "tick " + itoa(ticks+2) + "\r\n"
 	con2.waitFor(t, want, 30*time.Second)
-	if strings.Contains(con2.String(), "SANDFS-GUEST-INIT") || strings.Contains(con2.String(), "tick 0\n") {
+	if strings.Contains(con2.String(), "SANDFS-GUEST-INIT") || strings.Contains(con2.String(), "tick 0\r\n") {
 		t.Errorf("restored guest rebooted instead of continuing:\n%s", tail(con2.String(), 1000))
 	}
 }

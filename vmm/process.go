@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,6 +65,8 @@ func Main(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return codeUsage
 	}
+	// A vanished log reader must not kill the VM (stderr is a pipe).
+	signal.Ignore(syscall.SIGPIPE)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *cfgPath == "" {
 		fmt.Fprintln(os.Stderr, "usage: sandfs vmm -config FILE | guest-init | bench")

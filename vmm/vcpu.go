@@ -64,6 +64,21 @@ func (c *vcpu) setup(supported []kvm.CPUIDEntry, cpus int, bp *boot.Params) erro
 	if err := c.k.SetCPUID2(c.cpuid); err != nil {
 		return err
 	}
+	// KVM recomputes CPUID.0xD.0:EBX (XSAVE size for the current XCR0)
+	// only when XCR0 bits beyond x87|SSE|AVX change (__kvm_set_xcr), so with
+	// XCR0=1 at reset a guest enabling AVX reads 576 instead of 832 and
+	// warns "XSAVE consistency problem". Start with XCR0 = every feature
+	// offered and set CPUID again (allowed before the first KVM_RUN), so the
+	// size matches what Linux enables.
+	if d0 := findCPUID(c.cpuid, leafXSave, 0); d0 != nil && d0.EAX&0x7 == 0x7 {
+		x := kvm.XCRs{NrXCRs: 1}
+		x.XCRs[0].Value = uint64(d0.EDX)<<32 | uint64(d0.EAX)
+		if err := c.k.SetXCRs(x); err != nil {
+			c.m.log.Warn("set XCR0", "vcpu", c.id, "err", err)
+		} else if err := c.k.SetCPUID2(c.cpuid); err != nil {
+			return err
+		}
+	}
 	for _, msr := range []kvm.MSR{
 		{Index: kvm.MSRIA32SysenterCS}, {Index: kvm.MSRIA32SysenterESP}, {Index: kvm.MSRIA32SysenterEIP},
 		{Index: kvm.MSRSTAR}, {Index: kvm.MSRCSTAR}, {Index: kvm.MSRKernelGSBase},
