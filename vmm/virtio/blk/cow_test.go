@@ -23,18 +23,21 @@ func makeBase(t *testing.T, size int) (string, []byte) {
 }
 
 func TestCOWModel(t *testing.T) {
-	for _, noReflink := range []bool{true, false} {
-		name := map[bool]string{true: "overlay", false: "auto"}[noReflink]
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range []string{"overlay", "auto", "reflink"} {
+		noReflink := mode == "overlay"
+		t.Run(mode, func(t *testing.T) {
 			const size = 64*ChunkSize + 1024 // a partial last chunk
 			base, model := makeBase(t, size)
 			orig := bytes.Clone(model)
 			ov := filepath.Join(t.TempDir(), "disk.overlay")
-			c, err := OpenCOW(base, ov, COWOptions{NoReflink: noReflink})
+			c, err := OpenCOW(base, ov, COWOptions{NoReflink: noReflink, copyForReflink: mode == "reflink"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("reflink=%v", c.Reflink())
+			if mode == "reflink" && !c.Reflink() {
+				t.Fatal("not in reflink mode")
+			}
 			r := rand.New(rand.NewPCG(3, 4))
 			for i := range 300 {
 				off := r.IntN(size)
@@ -76,6 +79,19 @@ func TestCOWModel(t *testing.T) {
 			if _, err := c.WriteAt([]byte{1}, size); err == nil {
 				t.Error("write beyond the end succeeded")
 			}
+			// A clone holds the same contents.
+			if err := c.Clone(ov + ".clone"); err != nil {
+				t.Fatal(err)
+			}
+			cl, err := OpenCOW(base, ov+".clone", COWOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got2 := make([]byte, size)
+			if _, err := cl.ReadAt(got2, 0); err != nil || !bytes.Equal(got2, model) {
+				t.Fatalf("clone contents differ (%v)", err)
+			}
+			cl.Close()
 			c.Close()
 			if b, _ := os.ReadFile(base); !bytes.Equal(b, orig) {
 				t.Fatal("base image changed")
