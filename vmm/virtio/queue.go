@@ -133,8 +133,14 @@ func load16(b []byte, off int) uint16 {
 	return binary.LittleEndian.Uint16(b[off:])
 }
 
-// AvailIdx returns the driver's avail.idx.
-func (q *Queue) AvailIdx() uint16 { return load16(q.avail, 2) }
+// AvailIdx returns the driver's avail.idx (NextAvail if the queue is not
+// live).
+func (q *Queue) AvailIdx() uint16 {
+	if !q.Live() {
+		return q.NextAvail
+	}
+	return load16(q.avail, 2)
+}
 
 // Pending reports whether the driver has made chains available that the
 // device has not consumed.

@@ -684,8 +684,8 @@ func (d *Device) holdLocked() bool {
 		d.resetEvent, d.resetInFlight = false, false
 		return false
 	}
-	if d.resetInFlight && d.t.Queue(evQueue).AvailIdx() != d.evMark {
-		d.resetInFlight = false
+	if q := d.t.Queue(evQueue); !q.Live() || d.resetInFlight && q.AvailIdx() != d.evMark {
+		d.resetEvent, d.resetInFlight = false, false
 		return false
 	}
 	time.AfterFunc(5*time.Millisecond, d.rxKick.Kick)
