@@ -31,7 +31,7 @@ func (h *blockHandle) Read(ctx context.Context, p []byte, off int64) (int, error
 	return 0, ctx.Err()
 }
 func (h *blockHandle) Write(context.Context, []byte, int64) (int, error) { return 0, syscall.EBADF }
-func (h *blockHandle) Close() error                                     { return nil }
+func (h *blockHandle) Close() error                                      { return nil }
 
 // oneDir is a directory holding one file.
 type oneDir struct {
