@@ -163,7 +163,8 @@ func TestServeAndMount(t *testing.T) {
 	dir := t.TempDir()
 	state, sock, mnt := filepath.Join(dir, "state"), filepath.Join(dir, "run/sandfs.sock"), filepath.Join(dir, "mnt")
 	tcp := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	serve := start(t, bin, "serve", "--state", state, "--listen", "unix:"+sock, "--listen", "tcp:"+tcp, "--mount", mnt)
+	// No guest kernel: no VMM runtime, so `new` fails with ENODEV.
+	serve := start(t, bin, "serve", "--state", state, "--listen", "unix:"+sock, "--listen", "tcp:"+tcp, "--mount", mnt, "--kernel", "/nonexistent")
 	waitMounted(t, mnt, serve)
 
 	tok, err := os.ReadFile(filepath.Join(state, "token"))
@@ -240,7 +241,7 @@ func TestServeAndMount(t *testing.T) {
 
 	// Restart on the same state directory: the lock was released, the
 	// token is kept.
-	serve2 := start(t, bin, "serve", "--state", state, "--listen", "unix:"+sock, "--listen", "tcp:"+tcp, "--mount", mnt)
+	serve2 := start(t, bin, "serve", "--state", state, "--listen", "unix:"+sock, "--listen", "tcp:"+tcp, "--mount", mnt, "--kernel", "/nonexistent")
 	waitMounted(t, mnt, serve2)
 	if tok2, _ := os.ReadFile(filepath.Join(state, "token")); !bytes.Equal(tok, tok2) {
 		t.Errorf("token changed across a restart")

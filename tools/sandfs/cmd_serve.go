@@ -45,7 +45,7 @@ func runServe(args []string) int {
 	state := fl.String("state", "/var/lib/sandfs", "state directory")
 	var listens listFlag
 	fl.Var(&listens, "listen", "9P listener, unix:PATH or tcp:HOST:PORT (repeatable; default unix:/run/sandfs/sandfs.sock)")
-	mnt := fl.String("mount", "", "also mount the tree with FUSE at this directory (created if missing), e.g. /mnt/sandfs")
+	mnt := fl.String("mount", "/mnt/sandfs", "also mount the tree with FUSE at this directory (created if missing); \"\" for none")
 	tokenFile := fl.String("token-file", "", "file holding the TCP token (default: STATE/token, generated if missing)")
 	kernel := fl.String("kernel", envOr("SANDFS_KERNEL", "/opt/sandfs/build/vmlinuz"), "guest kernel for the VMM runtime")
 	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", "/opt/sandfs/build/templates"), "template directory for the VMM runtime")
@@ -53,6 +53,8 @@ func runServe(args []string) int {
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
+	mountGiven := false
+	fl.Visit(func(f *flag.Flag) { mountGiven = mountGiven || f.Name == "mount" })
 	if fl.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: sandfs serve [flags]")
 		fl.PrintDefaults()
@@ -67,7 +69,7 @@ func runServe(args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(log, serveConfig{
-		state: *state, listens: listens, mount: *mnt, tokenFile: *tokenFile,
+		state: *state, listens: listens, mount: *mnt, mountOptional: !mountGiven, tokenFile: *tokenFile,
 		kernel: *kernel, templates: *templates,
 	}); err != nil {
 		log.Error("serve: " + err.Error())
@@ -77,12 +79,13 @@ func runServe(args []string) int {
 }
 
 type serveConfig struct {
-	state     string
-	listens   []string
-	mount     string
-	tokenFile string
-	kernel    string
-	templates string
+	state         string
+	listens       []string
+	mount         string
+	mountOptional bool // the default mount point: skipped (with a warning) if FUSE is unavailable
+	tokenFile     string
+	kernel        string
+	templates     string
 }
 
 // serve runs the daemon until SIGINT or SIGTERM.
@@ -93,10 +96,16 @@ func serve(log *slog.Logger, c serveConfig) error {
 	if err := os.MkdirAll(c.state, 0o700); err != nil {
 		return err
 	}
-	// No VMM runtime exists yet: `new` and `start` fail with ENODEV
-	// until one is passed here (with c.kernel and c.templates).
-	log.Info("serve: no VMM runtime yet; sandboxes cannot start", "kernel", c.kernel, "templates", c.templates)
-	plane, err := ctl.Open(c.state, nil, log)
+	// The VMM runtime needs the guest kernel; without it the plane
+	// has no runtime and `new` fails with ENODEV, saying so.
+	var rt ctl.Runtime
+	if _, err := os.Stat(c.kernel); err == nil {
+		rt = ctl.NewVMMRuntime(c.kernel, c.templates, log)
+		log.Info("serve: VMM runtime", "kernel", c.kernel, "templates", c.templates)
+	} else {
+		log.Warn("serve: no guest kernel, no VMM runtime: sandboxes cannot be created", "kernel", c.kernel, "err", err)
+	}
+	plane, err := ctl.Open(c.state, rt, log)
 	if err != nil {
 		return fmt.Errorf("state %s: %w", c.state, err)
 	}
@@ -145,12 +154,16 @@ func serve(log *slog.Logger, c serveConfig) error {
 
 	var m *fusefs.Mount
 	if c.mount != "" {
-		if m, err = mountTree(c.mount, tree.Root(), log); err != nil {
+		if m, err = mountTree(c.mount, tree.Root(), log); err != nil && c.mountOptional {
+			log.Warn("serve: no FUSE mount (pass --mount DIR to require one, --mount '' to silence this)", "err", err)
+			m, err = nil, nil
+		} else if err != nil {
 			stop()
 			wg.Wait()
 			return err
+		} else {
+			log.Info("serve: FUSE mounted", "dir", c.mount)
 		}
-		log.Info("serve: FUSE mounted", "dir", c.mount)
 	}
 
 	select {
