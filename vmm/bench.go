@@ -124,10 +124,13 @@ func benchSandfs(dir, kernel, initrd string, mem uint64) (time.Duration, int, er
 	if err != nil {
 		return 0, 0, err
 	}
+	launched := time.Since(start)
 	defer p.Stop(ctx)
 	for {
 		b, _ := os.ReadFile(con)
-		if strings.Contains(string(b), benchMarker) {
+		if i := strings.Index(string(b), benchMarker); i >= 0 {
+			line, _, _ := strings.Cut(string(b[i:]), "\n")
+			fmt.Printf("    (launch %.1f ms; guest: %s)\n", ms(launched), strings.TrimSpace(line))
 			break
 		}
 		if ctx.Err() != nil {

@@ -102,13 +102,17 @@ func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 		mc.MemFile = cfg.Restore + "/" + MemoryFile
 	} else {
 		var err error
-		if mc.Kernel, err = os.ReadFile(cfg.Kernel); err != nil {
+		// Mapped, not read: the VMM's heap would otherwise keep both
+		// images (~7 MB) for its whole life.
+		if mc.Kernel, err = mapFile(cfg.Kernel); err != nil {
 			return ExitError, fmt.Errorf("read kernel: %w", err)
 		}
+
 		if cfg.Initrd != "" {
-			if mc.Initrd, err = os.ReadFile(cfg.Initrd); err != nil {
+			if mc.Initrd, err = mapFile(cfg.Initrd); err != nil {
 				return ExitError, fmt.Errorf("read initrd: %w", err)
 			}
+
 		}
 	}
 	m, err := NewMachine(mc)
@@ -138,6 +142,14 @@ func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 		}
 	} else if err := m.Start(); err != nil {
 		return ExitError, err
+	} else {
+		// Loaded into guest RAM: drop the images now.
+		unix.Munmap(mc.Kernel) // (on error paths the process exits anyway)
+		if mc.Initrd != nil {
+			unix.Munmap(mc.Initrd)
+		}
+		mc.Kernel, mc.Initrd = nil, nil
+		m.cfg.Kernel, m.cfg.Initrd = nil, nil
 	}
 	srv := &controlServer{m: m, cfg: cfg, stopped: make(chan struct{})}
 	go srv.serve(ln)
@@ -252,4 +264,21 @@ func (s *controlServer) handle(line string) (reply string, stop bool) {
 		return fmt.Sprintf("err %s: wrong number of arguments %q", verb, line), false
 	}
 	return fmt.Sprintf("err control: unknown verb %q", verb), false
+}
+
+// mapFile maps a whole file read-only.
+func mapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
 }
