@@ -53,10 +53,14 @@ for p in /sys/class/virtio-ports/*; do
 	esac
 done
 
+read up _ < /proc/uptime
+echo "lab-init: running the command at ${up}s guest uptime" > /dev/console
 . /run/env
 cd "$SANDFS_LAB_DIR" 2>/dev/null || cd /opt/sandfs 2>/dev/null || cd /
 /bin/sh /run/cmd </dev/null >"$out" 2>"$err"
 rc=$?
+read up _ < /proc/uptime
+echo "lab-init: command exited $rc at ${up}s guest uptime" > /dev/console
 echo "status $rc" > "$status"
 cd /
 umount /opt/sandfs 2>/dev/null

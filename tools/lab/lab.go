@@ -352,6 +352,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		if v, err := strconv.Atoi(n); err == nil {
 			res.Status = v
 			logf("command exited %d, %.1fs after qemu start", v, res.Boot.Seconds())
+			if consolePath != "" { // success: keep only the latest console log
+				last := filepath.Join(filepath.Dir(consolePath), "console-last.log")
+				if os.Rename(consolePath, last) == nil {
+					res.ConsoleLog = last
+				}
+			}
 			return res, nil
 		}
 	}
