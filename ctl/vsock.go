@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -40,6 +41,8 @@ func DialVsock(ctx context.Context, uds string, port uint32) (net.Conn, error) {
 	err = vsockConnect(c, port)
 	if !stop() && err != nil {
 		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	} else if isTimeout(err) {
+		err = fmt.Errorf("%w: %v", syscall.ETIMEDOUT, err)
 	}
 	if err != nil {
 		c.Close()
@@ -86,6 +89,6 @@ func vsockConnect(conn net.Conn, port uint32) error {
 }
 
 func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

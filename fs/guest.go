@@ -156,7 +156,8 @@ func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
 		errno := syscall.EIO
 		if ctx.Err() != nil {
 			errno = ctl.Errno(ctx.Err())
-		} else if isTimeout(err) || dctx.Err() != nil {
+		} else if isTimeout(err) || dctx.Err() != nil || strings.Contains(err.Error(), "i/o timeout") {
+			// (p9.ConnError hides the net.Error from errors.As.)
 			errno = syscall.ETIMEDOUT
 		}
 		return nil, ctl.Errorf(errno, "guest: sandbox %q: agent not answering on port %d: %v", g.sb.ID(), ctl.GuestPort, err)
@@ -237,6 +238,10 @@ func (g *guestLink) mapErr(s *guestSession, what string, err error) error {
 		return err
 	}
 	s.kill(err)
+	if st := g.sb.State(); st != ctl.StateRunning {
+		// The sandbox stopped under the request: say so, as a dial would.
+		return ctl.Errorf(syscall.EBUSY, "guest: sandbox %q is %s; need running", g.sb.ID(), st)
+	}
 	e := ctl.Errorf(syscall.EIO, "guest: sandbox %q: connection lost during %s: %v", g.sb.ID(), what, err)
 	g.sb.Fail(what, e)
 	return e
@@ -255,7 +260,7 @@ func quoteGuest(s string) string {
 // unreadable), used to explain a failed ctl write.
 func (g *guestLink) guestErrText(ctx context.Context, s *guestSession, n string) string {
 	var text string
-	g.do(ctx, s, "read procs/"+n+"/err", true, nil, func() error {
+	err := g.do(ctx, s, "read procs/"+n+"/err", true, nil, func() error {
 		_, f, err := s.root.Walk([]string{"procs", n, "err"})
 		if err != nil {
 			return err
@@ -269,6 +274,9 @@ func (g *guestLink) guestErrText(ctx context.Context, s *guestSession, n string)
 		text = strings.TrimSpace(string(b[:k]))
 		return nil
 	})
+	if err != nil {
+		return ""
+	}
 	return text
 }
 

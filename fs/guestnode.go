@@ -238,7 +238,10 @@ func (d *guestDir) List(ctx context.Context) ([]Dirent, error) {
 			}
 		}
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Create implements Creator: a new file in the guest, owned by root.
@@ -255,8 +258,11 @@ func (d *guestDir) Create(ctx context.Context, name string, flags OpenFlags, per
 		if err != nil {
 			return err
 		}
-		defer dir.Close()
+		// The directory's fid becomes the new, open file (Tlcreate).
 		f, _, _, err = dir.Create(name, p9.OpenFlags(flags)&p9.OpenFlagsModeMask, p9.FileMode(perm.Perm()), 0, 0)
+		if err != nil {
+			dir.Close()
+		}
 		return err
 	})
 	if err != nil {
@@ -322,8 +328,16 @@ func (f *guestFile) Stat(ctx context.Context) (Attr, error) {
 	return f.g.statNode(ctx, f.names)
 }
 
-// Truncate implements Truncater.
+// Truncate implements Truncater for files under fs/. Under procs/ (the
+// agent's message and stream files) truncation to 0, which `echo msg >
+// file` asks for, is ignored, and any other size is EPERM.
 func (f *guestFile) Truncate(ctx context.Context, size int64) error {
+	if f.names[0] != "fs" {
+		if size == 0 {
+			return nil
+		}
+		return syscall.EPERM
+	}
 	where := guestPath(f.names)
 	s, err := f.g.shared(ctx)
 	if err != nil {
@@ -470,17 +484,19 @@ func (h *guestHandle) Read(ctx context.Context, p []byte, off int64) (int, error
 		return 0, err
 	}
 	buf := make([]byte, min(len(p), guestReadMax)) // an abandoned read may still fill it
+	// n is read only when do returns fn's own result (err nil or EOF);
+	// an abandoned fn may still write it.
 	var n int
 	err = h.g.do(ctx, s, "read "+guestPath(h.names), false, func() { h.drop(s, f) }, func() error {
 		var err error
 		n, err = f.ReadAt(buf, off)
 		return err
 	})
-	copy(p, buf[:n])
-	if errors.Is(err, io.EOF) {
-		return n, nil
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
 	}
-	return n, err
+	copy(p, buf[:n])
+	return n, nil
 }
 
 // Write implements Handle.Write. A failed write to a ctl file (procs/clone,
@@ -518,18 +534,20 @@ func (h *guestHandle) Write(ctx context.Context, p []byte, off int64) (int, erro
 			text = en.Error()
 		}
 	}
-	return n, h.g.failed(where, err, text)
+	return 0, h.g.failed(where, err, text)
 }
 
 // slot reads the slot number of an open procs/clone.
 func (h *guestHandle) slot(ctx context.Context, s *guestSession, f p9.File) string {
 	var n string
-	h.g.do(ctx, s, "read procs/clone", true, nil, func() error {
+	if err := h.g.do(ctx, s, "read procs/clone", true, nil, func() error {
 		b := make([]byte, 32)
 		k, err := f.ReadAt(b, 0)
 		n = strings.TrimSpace(string(b[:k]))
 		return err
-	})
+	}); err != nil {
+		return "?"
+	}
 	return n
 }
 

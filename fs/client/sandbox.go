@@ -1,0 +1,336 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// NewOptions are the keys of a `new` message; zero values are left out
+// (the daemon's defaults).
+type NewOptions struct {
+	Name     string // "" for a generated id
+	Template string
+	Mem      string // e.g. 512M
+	CPUs     int
+}
+
+// New creates and starts a sandbox (`new` on /ctl) and returns its id.
+func (c *Client) New(o NewOptions) (string, error) {
+	msg := "new"
+	if o.Name != "" {
+		msg += " " + o.Name
+	}
+	if o.Template != "" {
+		msg += " template=" + o.Template
+	}
+	if o.Mem != "" {
+		msg += " mem=" + o.Mem
+	}
+	if o.CPUs != 0 {
+		msg += " cpus=" + strconv.Itoa(o.CPUs)
+	}
+	f, err := c.Open("ctl", syscall.O_RDWR)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := f.Msg(msg, "err"); err != nil {
+		return "", err
+	}
+	f.off = int64(len(msg)) // the reply starts where the write ended
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// List returns the status line of every sandbox.
+func (c *Client) List() ([]string, error) {
+	ents, err := c.ReadDir("sandboxes")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		b, err := c.ReadFile("sandboxes/" + e.Name + "/status")
+		if err != nil {
+			if errors.Is(err, syscall.ENOENT) {
+				continue // removed meanwhile
+			}
+			return nil, err
+		}
+		out = append(out, strings.TrimSpace(string(b)))
+	}
+	return out, nil
+}
+
+// Kill kills sandbox id and waits until it is dead.
+func (c *Client) Kill(id string) error {
+	return c.WriteMsg("sandboxes/"+id+"/ctl", "kill", "sandboxes/"+id+"/err")
+}
+
+// ExecOptions describe one command run through procs/.
+type ExecOptions struct {
+	Argv   []string // command and arguments (no shell)
+	Cwd    string   // "" for the user's home
+	User   string   // "" for root
+	Env    []string // K=V
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Signals, if set, delivers signals to forward to the process
+	// (written as `signal N` to its ctl) until Exec returns.
+	Signals <-chan os.Signal
+}
+
+// Status is how a process ended, from its procs/<n>/wait line.
+type Status struct {
+	Line   string // e.g. "3 exited code=0 pid=812"
+	State  string // exited, killed, failed
+	Code   int    // exit code (exited)
+	Signal int    // signal number (killed)
+}
+
+// ExitCode is the status as a shell would give it: the code, 128+signal.
+func (s Status) ExitCode() int {
+	switch s.State {
+	case "exited":
+		return s.Code
+	case "killed":
+		return 128 + s.Signal
+	}
+	return 127
+}
+
+func parseStatus(line string) Status {
+	st := Status{Line: strings.TrimSpace(line)}
+	f := strings.Fields(st.Line)
+	if len(f) > 1 {
+		st.State = f[1]
+	}
+	for _, kv := range f[min(2, len(f)):] {
+		k, v, _ := strings.Cut(kv, "=")
+		n, _ := strconv.Atoi(v)
+		switch k {
+		case "code":
+			st.Code = n
+		case "signal":
+			st.Signal = n
+		}
+	}
+	return st
+}
+
+// StartError is a command that could not be started: the agent refused
+// a ctl message (no such command or cwd, bad user...).
+type StartError struct{ Err *Error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying *Error.
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Exec runs a command in sandbox id through its procs/: procs/clone, the
+// setup messages, `start`; then stdout and stderr are copied to
+// o.Stdout and o.Stderr as they come, o.Stdin is copied to the process's
+// stdin (and closed at EOF), and Exec returns the status from
+// procs/<n>/wait once the process has ended and its output is read.
+// A command that cannot start is a *StartError with the agent's text.
+func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, error) {
+	dir := "sandboxes/" + id + "/procs/"
+	errPath := "sandboxes/" + id + "/err"
+	clone, err := c.Open(dir+"clone", syscall.O_RDWR)
+	if err != nil {
+		return Status{}, c.explain("open "+dir+"clone", err.(*Error).Errno, errPath)
+	}
+	defer clone.Close()
+	b, err := io.ReadAll(clone)
+	if err != nil {
+		return Status{}, err
+	}
+	n := strings.TrimSpace(string(b))
+	pdir := dir + n + "/"
+	var msgs []string
+	if o.User != "" {
+		msgs = append(msgs, "user "+quote(o.User))
+	}
+	if o.Cwd != "" {
+		msgs = append(msgs, "cwd "+quote(o.Cwd))
+	}
+	if len(o.Env) > 0 {
+		m := "env"
+		for _, kv := range o.Env {
+			m += " " + quote(kv)
+		}
+		msgs = append(msgs, m)
+	}
+	if o.Stdin == nil {
+		msgs = append(msgs, "stdin off")
+	}
+	start := "start"
+	for _, a := range o.Argv {
+		start += " " + quote(a)
+	}
+	msgs = append(msgs, start)
+	for _, m := range msgs {
+		if err := clone.Msg(m, errPath); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return Status{}, &StartError{e}
+			}
+			return Status{}, err
+		}
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	stream := func(name string, w io.Writer) {
+		defer wg.Done()
+		if w == nil {
+			w = io.Discard
+		}
+		f, err := c.Open(pdir+name, syscall.O_RDONLY)
+		if err != nil {
+			errs <- c.explain("open "+pdir+name, err.(*Error).Errno, errPath)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(w, f); err != nil {
+			errs <- c.explain("read "+pdir+name, errno2(err), errPath)
+		}
+	}
+	wg.Add(2)
+	go stream("stdout", o.Stdout)
+	go stream("stderr", o.Stderr)
+	if o.Stdin != nil {
+		go func() {
+			f, err := c.Open(pdir+"stdin", syscall.O_WRONLY)
+			if err != nil {
+				return
+			}
+			io.Copy(f, o.Stdin) // EPIPE once the process is gone: fine
+			f.Close()
+			clone.Msg("closestdin", "")
+		}()
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	if o.Signals != nil {
+		go func() {
+			for {
+				select {
+				case s := <-o.Signals:
+					if sig, ok := s.(syscall.Signal); ok {
+						clone.Msg(fmt.Sprintf("signal %d", int(sig)), "")
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Status{}, err
+	}
+	w, err := c.Open(pdir+"wait", syscall.O_RDONLY)
+	if err != nil {
+		return Status{}, c.explain("open "+pdir+"wait", err.(*Error).Errno, errPath)
+	}
+	defer w.Close()
+	line, err := io.ReadAll(w)
+	if err != nil {
+		return Status{}, c.explain("read "+pdir+"wait", errno2(err), errPath)
+	}
+	return parseStatus(string(line)), nil
+}
+
+func errno2(err error) syscall.Errno {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Errno
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return syscall.EIO
+}
+
+// quote quotes one argument for the agent's ctl grammar (guest.Quote).
+func quote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n\r'") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// Remote is a file in a sandbox, "ID:/path".
+type Remote struct{ ID, Path string }
+
+// ParseRemote splits "ID:/path"; ok is false for a host path (no colon
+// before the first slash).
+func ParseRemote(s string) (r Remote, ok bool) {
+	id, p, found := strings.Cut(s, ":")
+	if !found || id == "" || strings.Contains(id, "/") {
+		return Remote{}, false
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return Remote{ID: id, Path: path.Clean(p)}, true
+}
+
+func (r Remote) treePath() string { return "sandboxes/" + r.ID + "/fs" + r.Path }
+
+// CopyFrom copies the guest file r into w.
+func (c *Client) CopyFrom(r Remote, w io.Writer) (int64, error) {
+	f, err := c.Open(r.treePath(), syscall.O_RDONLY)
+	if err != nil {
+		return 0, c.explain("open "+r.ID+":"+r.Path, err.(*Error).Errno, "sandboxes/"+r.ID+"/err")
+	}
+	defer f.Close()
+	return io.Copy(w, f)
+}
+
+// CopyTo copies src into the guest file r, creating it with perm or
+// truncating it. If r names a directory, the file goes in it as name.
+func (c *Client) CopyTo(src io.Reader, r Remote, name string, perm uint32) (int64, error) {
+	errPath := "sandboxes/" + r.ID + "/err"
+	p := r.treePath()
+	dir, _, err := c.Stat(p)
+	if err == nil && dir {
+		p = path.Join(p, name)
+		dir, _, err = c.Stat(p)
+	}
+	var f *File
+	switch {
+	case err == nil && dir:
+		return 0, &Error{Op: "copy to " + r.ID + ":" + r.Path, Errno: syscall.EISDIR}
+	case err == nil:
+		f, err = c.Open(p, syscall.O_WRONLY|syscall.O_TRUNC)
+	case errors.Is(err, syscall.ENOENT):
+		f, err = c.Create(p, perm)
+	}
+	if err != nil {
+		return 0, c.explain("copy to "+r.ID+":"+r.Path, errno2(err), errPath)
+	}
+	n, err := io.Copy(f, src)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, c.explain("copy to "+r.ID+":"+r.Path, errno2(err), errPath)
+	}
+	return n, nil
+}

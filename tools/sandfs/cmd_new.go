@@ -1,0 +1,47 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"sandfs/fs/client"
+)
+
+func init() {
+	register("new", "create and start a sandbox; print its id", runNew)
+}
+
+// runNew: sandfs new [--template T] [--mem M] [--cpus N] [NAME]
+// is `echo 'new NAME template=T mem=M cpus=N' > ctl` and prints the id.
+func runNew(args []string) int {
+	fl := flag.NewFlagSet("new", flag.ContinueOnError)
+	var cf clientFlags
+	cf.register(fl)
+	var o client.NewOptions
+	fl.StringVar(&o.Template, "template", "", "template (default: the daemon's, base)")
+	fl.StringVar(&o.Mem, "mem", "", "guest memory, e.g. 512M")
+	fl.IntVar(&o.CPUs, "cpus", 0, "vCPUs")
+	pos, err := parseInterspersed(fl, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) > 1 {
+		fmt.Fprintln(os.Stderr, "usage: sandfs new [--template T] [--mem M] [--cpus N] [NAME]")
+		return 2
+	}
+	if len(pos) == 1 {
+		o.Name = pos[0]
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return fail("new", err)
+	}
+	defer c.Close()
+	id, err := c.New(o)
+	if err != nil {
+		return fail("new", err)
+	}
+	fmt.Println(id)
+	return 0
+}
