@@ -52,15 +52,23 @@ func (m *Machine) SaveMemory(path string) error {
 			return e&(1<<63|1<<62) != 0 // present or swapped
 		}
 	}
-	// Write runs of pages that hold data.
+	// Write runs of pages that hold data: present anonymous pages as they
+	// are (scanning them for zeroes costs more than writing them), and
+	// for file-backed RAM every non-zero page.
 	pages := len(mem) / pageSize
+	hasData := func(p int) bool {
+		if present != nil {
+			return present(p)
+		}
+		return !isZero(mem[p*pageSize : (p+1)*pageSize])
+	}
 	for p := 0; p < pages; {
-		if (present != nil && !present(p)) || isZero(mem[p*pageSize:(p+1)*pageSize]) {
+		if !hasData(p) {
 			p++
 			continue
 		}
 		q := p + 1
-		for q < pages && q-p < 256 && (present == nil || present(q)) && !isZero(mem[q*pageSize:(q+1)*pageSize]) {
+		for q < pages && q-p < 1024 && hasData(q) {
 			q++
 		}
 		if _, err := f.WriteAt(mem[p*pageSize:q*pageSize], int64(p*pageSize)); err != nil {
