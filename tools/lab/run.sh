@@ -40,18 +40,33 @@ else
 	echo "== sandfs: this host cannot run guests natively, so sandfs runs INSIDE THE LAB (QEMU TCG, slower); ports $p9/$http forwarded to 127.0.0.1"
 	bin/sandfs lab serve &
 	pids+=($!)
-	wait_port "$p9"
-	bin/sandfs mount "$mnt" --addr "tcp:127.0.0.1:$p9" --token-file build/lab/token &
-	pids+=($!)
+	# QEMU's user-net forward accepts (and resets) connections before the
+	# daemon inside listens, so retry the mount until it holds.
+	echo "== waiting for the daemon inside the lab (about 10-30 s)"
+	for i in $(seq 1 150); do
+		kill -0 "${pids[0]}" 2>/dev/null || { echo "make run: the lab exited" >&2; exit 1; }
+		bin/sandfs mount "$mnt" --addr "tcp:127.0.0.1:$p9" --token-file build/lab/token 2>/tmp/sandfs-mount.err &
+		mpid=$!
+		for _ in 1 2 3 4; do
+			mountpoint -q "$mnt" && break 2
+			kill -0 "$mpid" 2>/dev/null || break
+			sleep 0.5
+		done
+		kill "$mpid" 2>/dev/null || true
+		wait "$mpid" 2>/dev/null || true
+		sleep 1
+	done
+	mountpoint -q "$mnt" || { echo "make run: mount failed: $(cat /tmp/sandfs-mount.err)" >&2; exit 1; }
+	pids+=("$mpid")
 fi
 sleep 1
 cat <<EOT
 
 sandfs is up: the tree is at $mnt (9P at 127.0.0.1:$p9, HTTP at 127.0.0.1:$http).
 Quick start:
-  ls $mnt
-  cat $mnt/README 2>/dev/null || true     # the tree describes itself
-  see docs/filesystem.md for creating a sandbox from the base template
+  ls $mnt                  # ctl clone err sandboxes/ templates/ snapshots/ worlds/
+  cat $mnt/ctl             # the global verbs and their usage
+  less docs/filesystem.md  # the tree, file by file, with transcripts
 Press Ctrl-C to stop.
 EOT
 wait "${pids[0]}"

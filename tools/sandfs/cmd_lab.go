@@ -85,7 +85,7 @@ func runLab(args []string) int {
 		}
 		guestToken := lab.GuestRepo + "/" + lab.ServeTokenPath
 		o.Args = append([]string{lab.GuestRepo + "/bin/sandfs", "serve", "--listen", "tcp:0.0.0.0:5640",
-			"--state", "/tmp/sandfs-state", "--token-file", guestToken}, o.Args...)
+			"--state", "/tmp/sandfs-state", "--token-file", guestToken, "--mount="}, o.Args...)
 		fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab; 9P at 127.0.0.1:%d (token in %s), HTTP at 127.0.0.1:%d; Ctrl-C stops\n",
 			p9, tokenFile, http)
 	} else if len(o.Args) == 0 {
