@@ -55,16 +55,39 @@ var _ Runtime = (*VMMRuntime)(nil)
 
 // Start implements Runtime.Start.
 func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
+	return r.StartFrom(ctx, s, "")
+}
+
+// StartFrom is Start from a snapshot directory written by
+// vmm.Process.Save (state.json + mem) of a machine with the same
+// configuration; "" boots. The sandbox's disk layer (rootfs.cow in s.Dir)
+// must be the one that matches the snapshot: copying it is the caller's.
+func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Machine, error) {
+	cfg, err := r.config(s)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Restore = snapshot
+	p, err := vmm.Launch(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start vmm: %w", err)
+	}
+	r.Log.Info("vmm started", "id", s.ID, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
+	return &vmmMachine{p: p}, nil
+}
+
+// config is the VMM configuration of sandbox s.
+func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 	tmpl := s.Template
 	if tmpl == "" {
 		tmpl = "base"
 	}
 	rootfs := filepath.Join(r.TemplatesDir, tmpl+".ext4")
 	if _, err := os.Stat(rootfs); err != nil {
-		return nil, Errorf(syscall.ENOENT, "new: no template %s", quote(tmpl))
+		return vmm.Config{}, Errorf(syscall.ENOENT, "new: no template %s", quote(tmpl))
 	}
 	if _, err := os.Stat(r.KernelPath); err != nil {
-		return nil, Errorf(syscall.EIO, "new: no kernel: %v", err)
+		return vmm.Config{}, Errorf(syscall.EIO, "new: no kernel: %v", err)
 	}
 	mem := s.MemBytes
 	if mem == 0 {
@@ -79,7 +102,7 @@ func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 	if r.CgroupParent != "" {
 		jail.Cgroup = r.CgroupParent + "/" + s.ID
 	}
-	cfg := vmm.Config{
+	return vmm.Config{
 		ID: s.ID, Kernel: r.KernelPath, MemBytes: mem, CPUs: cpus,
 		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + s.ID + " " + r.Cmdline,
 		Disks:   []vmm.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "rootfs.cow"), ID: "rootfs"}},
@@ -90,18 +113,14 @@ func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 		Console: filepath.Join(s.Dir, "console"),
 		LogFile: filepath.Join(s.Dir, "vmm.log"),
 		Jail:    jail,
-	}
-	p, err := vmm.Launch(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("start vmm: %w", err)
-	}
-	r.Log.Info("vmm started", "id", s.ID, "pid", p.Pid(), "mem", mem, "cpus", cpus)
-	return &vmmMachine{p: p}, nil
+	}, nil
 }
 
 // vmmMachine is a Machine backed by a VMM process.
 type vmmMachine struct {
-	p *vmm.Process
+	p       *vmm.Process
+	uds     string // hybrid vsock socket (DialGuest, vmm_guest.go)
+	console string // serial log (ConsolePath)
 }
 
 var (

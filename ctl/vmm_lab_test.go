@@ -78,6 +78,50 @@ func TestVMMRuntime(t *testing.T) {
 	if err := m.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
+
+	// Snapshot the running sandbox, stop it, restore it in a new VMM
+	// process: the agent answers again (virtio-blk, -vsock, -rng state and
+	// the guest's memory came back).
+	if err := m.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(dir, "snap")
+	start = time.Now()
+	if err := VMMProcess(m).Save(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("snapshot took %v", time.Since(start))
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	m2, err := r.StartFrom(ctx, Spec{ID: "t1", Config: Config{Template: "base", MemBytes: 256 << 20, CPUs: 1}, Dir: dir}, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Stop(context.Background())
+	t.Logf("restore: StartFrom returned after %v", time.Since(start))
+	reply = ""
+	for time.Since(start) < time.Minute {
+		c, err := net.Dial("unix", filepath.Join(dir, "vsock.sock"))
+		if err == nil {
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.Write([]byte("CONNECT 564\n"))
+			reply, _ = bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(reply, "OK ") {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.HasPrefix(reply, "OK ") {
+		con, _ := os.ReadFile(filepath.Join(dir, "console"))
+		log, _ := os.ReadFile(filepath.Join(dir, "vmm.log"))
+		t.Fatalf("restored agent not reachable (last reply %q); console:\n%s\nvmm.log:\n%s", reply, tailText(string(con), 2000), tailText(string(log), 2000))
+	}
+	t.Logf("restored guest agent answered after %v", time.Since(start))
+	m = m2
 	if err := m.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
