@@ -223,7 +223,13 @@ func (s *controlServer) handle(line string) (reply string, stop bool) {
 		return "err control: empty request", false
 	}
 	verb := f[0]
-	fail := func(err error) string { return "err " + verb + ": " + strings.ReplaceAll(err.Error(), "\n", " ") }
+	fail := func(err error) string {
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		if !strings.HasPrefix(msg, verb+":") {
+			msg = verb + ": " + msg
+		}
+		return "err " + msg
+	}
 	m := s.m
 	switch {
 	case verb == "status" && len(f) == 1:
