@@ -9,8 +9,11 @@ export CGO_ENABLED=0
 
 list=test/lab-packages
 [ -f "$list" ] || { echo "test-lab: missing $list" >&2; exit 1; }
-rm -rf bin/tests && mkdir -p bin/tests
-manifest=bin/tests/manifest
+# Others may have their own binaries in bin/tests: overwrite only ours, and
+# use a manifest private to this run.
+mkdir -p bin/tests
+manifest=bin/tests/manifest.$$
+trap 'rm -f "$manifest"' EXIT
 : > "$manifest"
 mod=$(go list -m)
 
@@ -34,7 +37,7 @@ done <<< "$pkgs"
 echo "test-lab: running $(wc -l < "$manifest") test binaries in one lab boot"
 start=$(date +%s)
 set +e
-bin/sandfs lab ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh /opt/sandfs/bin/tests/manifest
+bin/sandfs lab ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$manifest"
 rc=$?
 set -e
 echo "test-lab: lab exited $rc after $(($(date +%s) - start))s"
