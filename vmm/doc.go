@@ -65,7 +65,22 @@
 //	stop             ok                 the process then exits
 //	(anything else)  err <verb>: <reason>
 //
-// The process exits with status 0 after stop or a guest reset/poweroff, and
-// writes its exit reason as the last line of its stderr log
-// ("vmm: exit reason=<reason>"). vmm.Process reports it from Wait/Err.
+// The process's exit status says why it ended: 0 stop, 10 guest reset
+// (reboot, panic with panic=-1, triple fault), 11 poweroff, 12 crash,
+// 1 VMM error (its text is the last "vmm: " line of stderr), 2 usage; it
+// also logs "vmm: exit reason=<reason>" last. A seccomp violation kills it
+// with SIGSYS. vmm.Process.Wait returns (ExitReason, error) from these.
+//
+// # Client (the daemon's side)
+//
+//	p, err := vmm.Launch(ctx, vmm.Config{Kernel: k, MemBytes: 256 << 20, CPUs: 1,
+//		Disks: ..., Vsock: ..., RNG: true,
+//		Socket: dir + "/vmm.sock", Console: dir + "/console", LogFile: dir + "/vmm.log",
+//		Jail: vmm.JailConfig{Namespaces: true, Seccomp: true, Cgroup: "sandfs/" + id}})
+//	p.Pause(ctx); p.Save(ctx, snapDir); p.Resume(ctx); st, _ := p.Status(ctx)
+//	p.Stop(ctx)                 // "stop", then SIGKILL to the group after the deadline (5 s default)
+//	<-p.Done(); reason, err := p.Wait(); p.Err(); p.Pid(); p.Kill()
+//
+// A restore is Launch with Config.Restore = snapDir (and StartPaused to
+// keep it paused): same devices, same order.
 package vmm
