@@ -2,8 +2,8 @@ package vmm
 
 import (
 	"os"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
