@@ -139,3 +139,47 @@ func fmtInt(n int) string {
 	}
 	return s
 }
+
+// TestBootLog boots verbosely on 2 vCPUs and checks what the kernel says
+// about the machine: KVM detected with kvmclock, both CPUs up through the MP
+// table, the 16550A found, no XSAVE or other warnings.
+func TestBootLog(t *testing.T) {
+	needKVM(t)
+	k, err := os.ReadFile(kernelPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	con := &console{}
+	m, err := NewMachine(MachineConfig{MemBytes: 256 << 20, CPUs: 2, Kernel: k, Initrd: testInitrd(t),
+		Cmdline: "loglevel=7 " + GuestMode + "=reboot", Console: con})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.Done():
+	case <-time.After(3 * bootTimeout):
+		t.Fatalf("no reboot; console:\n%s", tail(con.String(), 3000))
+	}
+	out := con.String()
+	for _, want := range []string{
+		"Hypervisor detected: KVM", "clocksource: Switched to clocksource kvm-clock",
+		"smp: Brought up 1 node, 2 CPUs", "ttyS0 at I/O 0x3f8 (irq = 4", "is a 16550A",
+		"SANDFS-GUEST-INIT cpus=2", "reboot: Restarting system",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("console lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"WARNING:", "XSAVE consistency", "Unhandled", "BUG:", "Call Trace"} {
+		if i := strings.Index(out, bad); i >= 0 {
+			t.Errorf("console has %q: %s", bad, out[max(0, i-200):min(len(out), i+300)])
+		}
+	}
+	if t.Failed() {
+		t.Logf("console:\n%s", tail(out, 20000))
+	}
+}
