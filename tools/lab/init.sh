@@ -43,13 +43,14 @@ if [ -e /sys/class/net/eth0 ]; then
 fi
 echo 1 > /proc/sys/net/ipv4/ip_forward
 
-out=/dev/null; err=/dev/console; status=/dev/console
+in=/dev/null; out=/dev/null; err=/dev/console; status=/dev/console
 for p in /sys/class/virtio-ports/*; do
 	[ -e "$p/name" ] || continue
 	case $(cat "$p/name") in
 	sandfs.stdout) out=/dev/${p##*/} ;;
 	sandfs.stderr) err=/dev/${p##*/} ;;
 	sandfs.status) status=/dev/${p##*/} ;;
+	sandfs.stdin) in=/dev/${p##*/} ;;
 	esac
 done
 
@@ -57,7 +58,7 @@ read up _ < /proc/uptime
 echo "lab-init: running the command at ${up}s guest uptime" > /dev/console
 . /run/env
 cd "$SANDFS_LAB_DIR" 2>/dev/null || cd /opt/sandfs 2>/dev/null || cd /
-/bin/sh /run/cmd </dev/null >"$out" 2>"$err"
+/bin/sh /run/cmd <"$in" >"$out" 2>"$err"
 rc=$?
 read up _ < /proc/uptime
 echo "lab-init: command exited $rc at ${up}s guest uptime" > /dev/console

@@ -52,6 +52,7 @@ type Options struct {
 	Timeout time.Duration // 0: none
 
 	Stdout, Stderr io.Writer // default os.Stdout, os.Stderr
+	Stdin          io.Reader // nil: /dev/null; else copied to the command (a pipe, not a terminal)
 	Console        io.Writer // kernel console; nil: a log file under the cache dir
 	Log            io.Writer // progress lines ("lab: ..."); nil: silent
 }
@@ -270,11 +271,15 @@ func runOnce(ctx context.Context, o Options) (res Result, err error, retry bool)
 		name string
 		ln   *net.UnixListener
 		w    io.Writer
+		r    io.Reader
 	}
 	var status bytes.Buffer
 	outCount := &countingWriter{w: o.Stdout}
 	errCount := &countingWriter{w: o.Stderr}
 	ports := []*port{{name: "stdout", w: outCount}, {name: "stderr", w: errCount}, {name: "status", w: &status}}
+	if o.Stdin != nil {
+		ports = append(ports, &port{name: "stdin", r: o.Stdin})
+	}
 	for _, p := range ports {
 		path := filepath.Join(run, p.name+".sock")
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -370,6 +375,14 @@ func runOnce(ctx context.Context, o Options) (res Result, err error, retry bool)
 				return
 			}
 			conns <- c
+			if p.r != nil {
+				// EOF on our side reaches the guest as "host disconnected",
+				// which its reads see as end of file.
+				go func() { io.Copy(c, p.r); c.CloseWrite() }()
+				io.Copy(io.Discard, c) // until QEMU exits
+				c.Close()
+				return
+			}
 			w := p.w
 			if p.name == "status" {
 				w = &statusWriter{buf: &status, onLine: func() { res.Boot = time.Since(start) }}

@@ -40,6 +40,7 @@ func runLab(args []string) int {
 	mem := fs.Int("mem", 0, "guest RAM in MiB (default $SANDFS_LAB_MEM or 6144)")
 	cpus := fs.Int("cpus", 0, "vCPUs (default $SANDFS_LAB_CPUS or 2)")
 	timeout := fs.Duration("timeout", 0, "kill the lab after this long (0: never)")
+	stdin := fs.Bool("i", false, "pass stdin to the command (as a pipe, not a terminal; default /dev/null)")
 	verbose := fs.Bool("v", false, "show progress and the kernel console on stderr")
 	fs.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: sandfs lab [flags] -- CMD [ARGS...]\n       sandfs lab serve [flags] [-- SERVE-ARGS...]")
@@ -91,6 +92,9 @@ func runLab(args []string) int {
 	} else if len(o.Args) == 0 {
 		fs.Usage()
 		return 2
+	}
+	if *stdin {
+		o.Stdin = os.Stdin
 	}
 	if *verbose {
 		o.Log = os.Stderr
