@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,7 +147,7 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
 	p.conn, p.rd = conn, bufio.NewReader(conn)
-	if err := cmd.Start(); err != nil {
+	if err := startOnSpawner(cmd); err != nil {
 		conn.Close()
 		if p.logFile != nil {
 			p.logFile.Close()
@@ -404,4 +405,31 @@ func (t *tailBuffer) lastError() string {
 		return lines[len(lines)-1]
 	}
 	return ""
+}
+
+// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not
+// the process (prctl(2); golang/go#27505). Go may end an OS thread whose
+// goroutine exits while locked to it, so children are started from one
+// goroutine locked to a thread that never exits.
+var spawnReq = make(chan spawnCall)
+
+type spawnCall struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var spawnOnce sync.Once
+
+func startOnSpawner(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+			for c := range spawnReq {
+				c.done <- c.cmd.Start()
+			}
+		}()
+	})
+	c := spawnCall{cmd: cmd, done: make(chan error, 1)}
+	spawnReq <- c
+	return <-c.done
 }
