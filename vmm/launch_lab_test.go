@@ -1,12 +1,17 @@
 package vmm
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -246,4 +251,60 @@ func mustTasks() []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// orphanParent runs in a re-executed test binary: launch a VMM from the
+// JSON config, print its pid, and wait to be killed.
+func orphanParent(cfgJSON string) {
+	var cfg Config
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Println("bad config:", err)
+		os.Exit(3)
+	}
+	cfg.Socket = os.Getenv("SANDFS_TEST_ORPHAN_SOCKET")
+	os.Unsetenv("SANDFS_TEST_ORPHAN") // the VMM child is this binary too
+	p, err := Launch(context.Background(), cfg)
+	if err != nil {
+		fmt.Println("launch:", err)
+		os.Exit(3)
+	}
+	fmt.Printf("vmm-pid %d\n", p.Pid())
+	select {}
+}
+
+// TestLaunchNoOrphan kills the VMM's parent with SIGKILL (no cleanup runs)
+// and checks that the VMM dies with it.
+func TestLaunchNoOrphan(t *testing.T) {
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "forever")
+	b, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SANDFS_TEST_ORPHAN="+string(b), "SANDFS_TEST_ORPHAN_SOCKET="+cfg.Socket)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscanf(bufio.NewReader(out), "vmm-pid %d\n", &pid); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("helper did not launch a VMM: %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Gone, or a zombie (reparented to init, which may not reap it).
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("VMM %d outlived its killed parent: %s", pid, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

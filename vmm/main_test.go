@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SANDFS_TEST_SECCOMP") != "" {
 		seccompChild()
 	}
+	if cfg := os.Getenv("SANDFS_TEST_ORPHAN"); cfg != "" {
+		orphanParent(cfg)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "vmm" {
 		os.Exit(Main(os.Args[2:]))
 	}
