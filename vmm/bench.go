@@ -140,7 +140,9 @@ func benchSandfs(dir, kernel, initrd string, mem uint64) (time.Duration, int, er
 		}
 		select {
 		case <-p.Done():
-			return 0, 0, fmt.Errorf("vmm ended: %v", p.Err())
+			r, err := p.Wait()
+			b, _ := os.ReadFile(con)
+			return 0, 0, fmt.Errorf("vmm ended (%s, %v) before init; console:\n%s", r, err, b)
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
