@@ -8,8 +8,10 @@ import (
 // BaseCmdline is what every sandfs guest needs: the serial console on
 // ttyS0 (one UART, no probing of the others), no PCI (virtio-mmio only),
 // reboot through the i8042 (the VMM turns it into a clean exit), no reboot
-// delay after a panic, and no 1 s RTC wait (kvmclock gives the time).
-const BaseCmdline = "console=ttyS0 8250.nr_uarts=1 pci=off reboot=k panic=-1"
+// delay after a panic, and no IO-APIC timer check (check_timer counts PIT
+// ticks against a busy-wait; on a loaded or emulated host it can fail and
+// panic the guest; Kata Containers passes it for the same reason).
+const BaseCmdline = "console=ttyS0 8250.nr_uarts=1 pci=off reboot=k panic=-1 no_timer_check"
 
 // Cmdline builds a kernel command line from space-separated parts, in order.
 type Cmdline struct {
