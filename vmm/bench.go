@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sandfs/vmm/boot"
 )
 
 // benchMarker is what the benchmark guest's init prints first.
@@ -156,7 +158,7 @@ func benchQEMU(qemu, kernel, initrd string, memMiB int) (time.Duration, int, err
 	cmd := exec.Command(qemu, "-M", "microvm,x-option-roms=off,rtc=off,acpi=off", "-accel", "kvm",
 		"-cpu", "host", "-smp", "1", "-m", strconv.Itoa(memMiB), "-nodefaults", "-no-user-config",
 		"-nographic", "-no-reboot", "-serial", "stdio", "-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 8250.nr_uarts=1 pci=off reboot=k panic=-1 quiet -- vmm guest-init")
+		"-append", boot.BaseCmdline+" quiet -- vmm guest-init")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, 0, err
