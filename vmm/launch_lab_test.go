@@ -308,3 +308,36 @@ func TestLaunchNoOrphan(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestLaunchStopTimeout: a VMM that does not answer (stopped with SIGSTOP)
+// is killed when Stop's deadline passes.
+func TestLaunchStopTimeout(t *testing.T) {
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "forever")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	syscall.Kill(p.Pid(), syscall.SIGSTOP)
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+	defer scancel()
+	start := time.Now()
+	p.Stop(sctx)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Stop took %v", d)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Stop returned before the process ended")
+	}
+	if r, err := p.Wait(); r != ExitError || err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Wait = %v, %v; want a kill", r, err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(p.Pid())); err == nil {
+		t.Errorf("pid %d still exists", p.Pid())
+	}
+}
