@@ -89,7 +89,7 @@ func Main(args []string) int {
 func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 	var console io.Writer
 	if f := inheritedFile(fdConsole, "console"); f != nil {
-		console = f
+		console = &cappedWriter{w: f, left: ConsoleMax}
 	}
 	mc := MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline,
 		Console: console, Log: log}
@@ -287,4 +287,30 @@ func mapFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is empty", path)
 	}
 	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
+}
+
+// ConsoleMax bounds what one VMM writes to its console file: the guest is
+// not trusted to keep its serial output small.
+const ConsoleMax = 32 << 20
+
+// cappedWriter passes through up to left bytes, then notes the truncation
+// once and drops the rest.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if c.left <= 0 {
+		return len(p), nil
+	}
+	n := int64(len(p))
+	if n > c.left {
+		c.w.Write(p[:c.left])
+		c.w.Write([]byte("\n[sandfs: console output truncated]\n"))
+		c.left = 0
+		return len(p), nil
+	}
+	c.left -= n
+	return c.w.Write(p)
 }
