@@ -121,6 +121,26 @@ func (m *Mount) ino(p string) uint64 {
 	return i
 }
 
+// knownIno is the inode number of p if it has one, else 0 (readdir
+// entries get their number at lookup, so listing a large remote directory
+// adds nothing to the map).
+func (m *Mount) knownIno(p string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inos[p]
+}
+
+// forget drops p's inode number once the kernel has forgotten its inode;
+// a later lookup gives it a new one.
+func (m *Mount) forget(p string) {
+	if p == "" {
+		return
+	}
+	m.mu.Lock()
+	delete(m.inos, p)
+	m.mu.Unlock()
+}
+
 // errno maps a tree error to the errno FUSE returns.
 func errno(err error) syscall.Errno {
 	if err == nil {
@@ -140,17 +160,22 @@ type node struct {
 }
 
 var (
-	_ gofs.NodeLookuper  = (*node)(nil)
-	_ gofs.NodeReaddirer = (*node)(nil)
-	_ gofs.NodeGetattrer = (*node)(nil)
-	_ gofs.NodeSetattrer = (*node)(nil)
-	_ gofs.NodeOpener    = (*node)(nil)
-	_ gofs.NodeOpendirer = (*node)(nil)
-	_ gofs.NodeCreater   = (*node)(nil)
-	_ gofs.NodeMkdirer   = (*node)(nil)
-	_ gofs.NodeUnlinker  = (*node)(nil)
-	_ gofs.NodeRmdirer   = (*node)(nil)
+	_ gofs.NodeLookuper    = (*node)(nil)
+	_ gofs.NodeReaddirer   = (*node)(nil)
+	_ gofs.NodeGetattrer   = (*node)(nil)
+	_ gofs.NodeSetattrer   = (*node)(nil)
+	_ gofs.NodeOpener      = (*node)(nil)
+	_ gofs.NodeOpendirer   = (*node)(nil)
+	_ gofs.NodeOnForgetter = (*node)(nil)
+	_ gofs.NodeCreater     = (*node)(nil)
+	_ gofs.NodeMkdirer     = (*node)(nil)
+	_ gofs.NodeUnlinker    = (*node)(nil)
+	_ gofs.NodeRmdirer     = (*node)(nil)
 )
+
+// OnForget implements gofs.NodeOnForgetter: the kernel no longer knows
+// this inode, so its path's number can go.
+func (n *node) OnForget() { n.m.forget(n.path) }
 
 func (n *node) node() sfs.Node {
 	n.mu.Lock()
@@ -233,7 +258,7 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 		if e.Mode&iofs.ModeDir != 0 {
 			mode = syscall.S_IFDIR
 		}
-		out = append(out, fuse.DirEntry{Name: e.Name, Mode: mode, Ino: n.m.ino(path.Join(n.path, e.Name))})
+		out = append(out, fuse.DirEntry{Name: e.Name, Mode: mode, Ino: n.m.knownIno(path.Join(n.path, e.Name))})
 	}
 	return gofs.NewListDirStream(out), 0
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"time"
 )
 
 // 9P2000.L message types that the connection watches (p9/p9.go).
@@ -35,11 +36,22 @@ type frameReader struct {
 	pos   int
 }
 
+// eofDelay holds back the end of a connection from p9. p9 v0.3.0 starts
+// a spare receiving goroutine after each request and counts it in its
+// WaitGroup only once it runs; if the goroutine that sees the end of the
+// connection gets there first, p9 tears the connection down under the
+// spare one (a data race, or "WaitGroup is reused" panic; fixed upstream
+// in hugelgupf/p9 PR #105, not in any release). Delaying the error lets
+// the spare goroutine start and register first; ServeConn recovers the
+// panic should it still happen.
+const eofDelay = 20 * time.Millisecond
+
 // Read implements io.Reader.
 func (f *frameReader) Read(p []byte) (int, error) {
 	if f.pos == len(f.frame) {
 		if err := f.next(); err != nil {
 			f.c.cancel()
+			time.Sleep(eofDelay)
 			return 0, err
 		}
 	}

@@ -3,6 +3,7 @@ package ninep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -72,6 +73,13 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, token string) error 
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, token string) {
 	cn := newConn(ctx, s, c, token)
 	defer cn.cancel()
+	defer func() {
+		// See eofDelay: p9's teardown race must not take the daemon down.
+		if r := recover(); r != nil {
+			s.log.Error("9p: connection teardown panicked", "remote", cn.remote, "panic", fmt.Sprint(r))
+			c.Close()
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	s.log.Debug("9p: connection", "remote", c.RemoteAddr().String())
