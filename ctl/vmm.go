@@ -73,7 +73,7 @@ func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Ma
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
 	r.Log.Info("vmm started", "id", s.ID, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
-	return &vmmMachine{p: p}, nil
+	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console}, nil
 }
 
 // config is the VMM configuration of sandbox s.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,7 +140,7 @@ func (g *guestLink) dial(ctx context.Context) (*guestSession, error) {
 func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
 	dctx, cancel := context.WithTimeout(ctx, GuestDialTimeout)
 	defer cancel()
-	c, err := g.sb.DialGuest(dctx, ctl.GuestPort)
+	c, err := g.dialRetry(dctx)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +165,25 @@ func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
 	}
 	c.SetDeadline(time.Time{})
 	return &guestSession{cl: cl, root: root, dead: make(chan struct{})}, nil
+}
+
+// dialRetry dials the agent, retrying while the VMM refuses the
+// connection (nothing listens on the port yet: the guest is still
+// booting, a sandbox fresh from `new`) until ctx ends.
+func (g *guestLink) dialRetry(ctx context.Context) (net.Conn, error) {
+	wait := 20 * time.Millisecond
+	for {
+		c, err := g.sb.DialGuest(ctx, ctl.GuestPort)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 250*time.Millisecond)
+	}
 }
 
 func isTimeout(err error) bool {

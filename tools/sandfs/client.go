@@ -40,22 +40,34 @@ func (f *clientFlags) dial() (*client.Client, error) {
 }
 
 // parseInterspersed parses flags that may come before or after the
-// positional arguments (up to a "--"), returning the positionals.
-func parseInterspersed(fl *flag.FlagSet, args []string) ([]string, error) {
+// positional arguments and returns the positionals. Everything after a
+// "--" is positional; so is everything after the stopAfter-th positional
+// and the flags right after it (0: no such limit), which lets `exec ID
+// CMD -x` pass -x to CMD.
+func parseInterspersed(fl *flag.FlagSet, args []string, stopAfter int) ([]string, error) {
 	var pos []string
 	for {
+		if stopAfter > 0 && len(pos) == stopAfter {
+			if err := fl.Parse(args); err != nil { // flags right after, then a "--" or not
+				return nil, err
+			}
+			return append(pos, fl.Args()...), nil
+		}
+		if len(args) > 0 && args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
 		if err := fl.Parse(args); err != nil {
 			return nil, err
 		}
-		args = fl.Args()
-		if len(args) == 0 {
+		rest := fl.Args()
+		if len(rest) == 0 {
 			return pos, nil
 		}
-		if args[0] == "--" {
-			return append(pos, args...), nil
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil // Parse ate the "--"
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
 }
 

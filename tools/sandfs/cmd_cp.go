@@ -21,7 +21,7 @@ func runCp(args []string) int {
 	fl := flag.NewFlagSet("cp", flag.ContinueOnError)
 	var cf clientFlags
 	cf.register(fl)
-	pos, err := parseInterspersed(fl, args)
+	pos, err := parseInterspersed(fl, args, 0)
 	if err != nil {
 		return 2
 	}

@@ -32,12 +32,9 @@ func runExec(args []string) int {
 	fl.StringVar(&o.User, "user", "", "user name or uid[:gid] (default root)")
 	var env listFlag
 	fl.Var(&env, "env", "K=V for the environment (repeatable)")
-	pos, err := parseInterspersed(fl, args)
+	pos, err := parseInterspersed(fl, args, 1)
 	if err != nil {
 		return 2
-	}
-	if len(pos) > 1 && pos[1] == "--" {
-		pos = append(pos[:1], pos[2:]...)
 	}
 	if len(pos) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: sandfs exec [--cwd D] [--user U] [--env K=V] ID -- CMD [ARG...]")

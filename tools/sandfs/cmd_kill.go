@@ -15,7 +15,7 @@ func runKill(args []string) int {
 	fl := flag.NewFlagSet("kill", flag.ContinueOnError)
 	var cf clientFlags
 	cf.register(fl)
-	pos, err := parseInterspersed(fl, args)
+	pos, err := parseInterspersed(fl, args, 0)
 	if err != nil {
 		return 2
 	}

@@ -15,7 +15,7 @@ func runLs(args []string) int {
 	fl := flag.NewFlagSet("ls", flag.ContinueOnError)
 	var cf clientFlags
 	cf.register(fl)
-	pos, err := parseInterspersed(fl, args)
+	pos, err := parseInterspersed(fl, args, 0)
 	if err != nil {
 		return 2
 	}

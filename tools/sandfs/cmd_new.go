@@ -22,7 +22,7 @@ func runNew(args []string) int {
 	fl.StringVar(&o.Template, "template", "", "template (default: the daemon's, base)")
 	fl.StringVar(&o.Mem, "mem", "", "guest memory, e.g. 512M")
 	fl.IntVar(&o.CPUs, "cpus", 0, "vCPUs")
-	pos, err := parseInterspersed(fl, args)
+	pos, err := parseInterspersed(fl, args, 0)
 	if err != nil {
 		return 2
 	}
