@@ -62,8 +62,9 @@ var guestLinks sync.Map // *ctl.Sandbox -> *guestLink
 type guestLink struct {
 	sb *ctl.Sandbox
 
-	mu   sync.Mutex    // protects sess; held while dialling it
-	sess *guestSession // shared session; nil or dead: dial at next use
+	mu   sync.Mutex      // protects sess, idle; held while dialling sess
+	sess *guestSession   // shared session; nil or dead: dial at next use
+	idle []*guestSession // private sessions free for reuse, at most maxIdle
 
 	execMu   sync.Mutex // protects lastExec
 	lastExec string     // slot of the last command written to exec, "" none
@@ -95,7 +96,43 @@ func (g *guestLink) reap() {
 		g.sess.kill(errors.New("sandbox ended"))
 		g.sess = nil
 	}
+	for _, s := range g.idle {
+		s.kill(errors.New("sandbox ended"))
+	}
+	g.idle = nil
 	g.mu.Unlock()
+}
+
+// maxIdle bounds the private sessions kept for reuse per sandbox.
+const maxIdle = 4
+
+// private returns a session for one blocking reader: an idle one, or a
+// new one. Reusing them keeps connection churn (a vsock connect and
+// close per stream) off the VMM for back-to-back execs.
+func (g *guestLink) private(ctx context.Context) (*guestSession, error) {
+	g.mu.Lock()
+	for len(g.idle) > 0 {
+		s := g.idle[len(g.idle)-1]
+		g.idle = g.idle[:len(g.idle)-1]
+		if !s.isDead() {
+			g.mu.Unlock()
+			return s, nil
+		}
+	}
+	g.mu.Unlock()
+	return g.dial(ctx)
+}
+
+// release gives back a private session with nothing in flight.
+func (g *guestLink) release(s *guestSession) {
+	ended := g.sb.State().Ended() // no fs lock held while calling ctl
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s.isDead() || len(g.idle) >= maxIdle || ended {
+		s.kill(errors.New("not kept"))
+		return
+	}
+	g.idle = append(g.idle, s)
 }
 
 // guestSession is one 9P connection to the agent.

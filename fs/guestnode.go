@@ -399,6 +399,8 @@ type guestHandle struct {
 	mu sync.Mutex    // protects s, f
 	s  *guestSession // the session f belongs to
 	f  p9.File       // nil: closed, or dropped after an interrupt
+
+	reading atomic.Int32 // reads in flight (a private session with one cannot be reused)
 }
 
 var _ Handle = (*guestHandle)(nil)
@@ -407,7 +409,7 @@ func (h *guestHandle) openLocked(ctx context.Context) error {
 	var s *guestSession
 	var err error
 	if h.private {
-		s, err = h.g.dial(ctx)
+		s, err = h.g.private(ctx)
 	} else {
 		s, err = h.g.shared(ctx)
 	}
@@ -487,7 +489,9 @@ func (h *guestHandle) Read(ctx context.Context, p []byte, off int64) (int, error
 	// n is read only when do returns fn's own result (err nil or EOF);
 	// an abandoned fn may still write it.
 	var n int
+	h.reading.Add(1)
 	err = h.g.do(ctx, s, "read "+guestPath(h.names), false, func() { h.drop(s, f) }, func() error {
+		defer h.reading.Add(-1)
 		var err error
 		n, err = f.ReadAt(buf, off)
 		return err
@@ -561,7 +565,17 @@ func (h *guestHandle) Close() error {
 		return nil
 	}
 	if h.private {
-		s.kill(errors.New("closed"))
+		// A read still blocked in the agent ends only with its
+		// connection; otherwise clunk and keep the session for reuse.
+		if h.reading.Load() > 0 {
+			s.kill(errors.New("closed"))
+			return nil
+		}
+		if err := h.g.do(context.Background(), s, "clunk "+guestPath(h.names), true, nil, f.Close); err != nil {
+			s.kill(err)
+			return nil
+		}
+		h.g.release(s)
 		return nil
 	}
 	return h.g.do(context.Background(), s, "clunk "+guestPath(h.names), true, nil, f.Close)
