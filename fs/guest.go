@@ -167,8 +167,14 @@ func (s *guestSession) isDead() bool {
 // A failure is recorded in the sandbox's err.
 func (g *guestLink) dial(ctx context.Context) (*guestSession, error) {
 	s, err := g.dial1(ctx)
-	if en := ctl.Errno(err); err != nil && en != syscall.EBUSY && en != syscall.ENOENT && en != syscall.EINTR {
-		// Not for a sandbox that is not running: its err says why.
+	switch en := ctl.Errno(err); {
+	case err == nil, en == syscall.EINTR:
+	case en == syscall.EBUSY || en == syscall.ENOENT:
+		// Not running: keep the reason it died, if err has one.
+		if g.sb.Err() == "" {
+			g.sb.Fail("guest dial", err)
+		}
+	default:
 		g.sb.Fail("guest dial", err)
 	}
 	return s, err
