@@ -12,6 +12,10 @@
 //	/sandboxes/<id>/status        statusFile     one line, fixed field order
 //	/sandboxes/<id>/err           errFile        last failed request on this sandbox
 //	/sandboxes/<id>/wait          waitFile       blocks until the state changes, then one line
+//	/sandboxes/<id>/exec          execFile       write: a shell command; read: its output until it exits
+//	/sandboxes/<id>/execstatus    execStatusFile status line of the last exec (procs/<n>/status)
+//	/sandboxes/<id>/procs/, fs/   guestDir       the guest agent's tree, bound (guest.go, guestnode.go)
+//	/sandboxes/<id>/console       consoleFile    the VMM's serial log, read-only
 //	/templates/ /snapshots/ /worlds/  EmptyDir   (registries to come)
 //
 // Adding a file kind: write one file with its type (a Source for text, a
@@ -29,6 +33,12 @@
 // Blocking reads (wait) end when their context ends: the FUSE request is
 // interrupted, the 9P read is flushed or its fid clunked, or the
 // connection ends.
+//
+// Guest binds (guest.go): guestLink.mu is held while dialling the agent,
+// which calls ctl (Sandbox.DialGuest, Fail); ctl never calls into fs, so
+// that cannot deadlock. guestLink.execMu and guestHandle.mu are leaves.
+// Mutable guest directories implement Creator, Mkdirer, Remover and
+// Truncater (mutate.go), which the adapters use; other nodes refuse.
 //
 // Lock order: Tree.mu, textHandle.mu and cloneHandle.mu are leaves; ctl's
 // locks are taken only by calling into ctl, never while holding ours,

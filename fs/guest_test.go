@@ -519,3 +519,49 @@ func TestAgentFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestCLIExitCode runs the sandfs binary's exec against the tree over
+// 9P: its exit status is the command's, its streams stay separate.
+func TestCLIExitCode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandfs binary")
+	}
+	bin := filepath.Join(t.TempDir(), "sandfs")
+	build := exec.Command("go", "build", "-o", bin, "sandfs/tools/sandfs")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Skipf("cannot build sandfs here: %v\n%s", err, out)
+	}
+	e := newGuestEnv(t, false)
+	e.newSandbox(t, "t")
+	run := func(stdin string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, append([]string{args[0], "--addr", e.addr}, args[1:]...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var o, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &errb
+		err := cmd.Run()
+		rc := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			rc = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), errb.String(), rc
+	}
+	if o, e, rc := run("", "exec", "t", "--", "sh", "-c", "echo out; echo err >&2; exit 3"); rc != 3 || o != "out\n" || e != "err\n" {
+		t.Errorf("sandfs exec t -- sh -c 'exit 3' = %q, %q, rc %d; want out, err, 3", o, e, rc)
+	}
+	if o, _, rc := run("abc\n", "exec", "t", "--", "cat"); rc != 0 || o != "abc\n" {
+		t.Errorf("stdin: %q, rc %d", o, rc)
+	}
+	if _, e, rc := run("", "exec", "t", "--", "nosuchcmd-xyz"); rc != 127 || !strings.Contains(e, "not found") {
+		t.Errorf("no such command: rc %d, %q; want 127 with the agent's text", rc, e)
+	}
+	if _, e, rc := run("", "exec", "--cwd", "/nonexistent-dir", "t", "true"); rc != 125 || !strings.Contains(e, "cwd") {
+		t.Errorf("no such cwd: rc %d, %q; want 125 with the agent's text", rc, e)
+	}
+	if o, _, rc := run("", "ls"); rc != 0 || !strings.HasPrefix(o, "t running ") {
+		t.Errorf("sandfs ls = %q, rc %d", o, rc)
+	}
+}
