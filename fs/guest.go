@@ -311,7 +311,7 @@ func (g *guestLink) mapErr(s *guestSession, what string, err error) error {
 }
 
 // quoteGuest quotes one argument for the agent's ctl grammar: single
-// quotes, ” for a quote inside (guest.Quote).
+// quotes, a quote inside doubled (guest.Quote).
 func quoteGuest(s string) string {
 	if s != "" && !strings.ContainsAny(s, " \t\n\r'") {
 		return s
