@@ -565,3 +565,41 @@ func TestCLIExitCode(t *testing.T) {
 		t.Errorf("sandfs ls = %q, rc %d", o, rc)
 	}
 }
+
+// TestStreamInterrupt9P: a 9P client that clunks a fid blocked in a
+// stream read (procs/<n>/stdout of a sleeping command) gets the read
+// back at once; the command goes on.
+func TestStreamInterrupt9P(t *testing.T) {
+	e := newGuestEnv(t, false)
+	e.newSandbox(t, "t")
+	c := e.client(t)
+	if err := c.WriteMsg("sandboxes/t/exec", "sleep 30", "sandboxes/t/err"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.ReadFile("sandboxes/t/execstatus")
+	n := strings.Fields(string(st))[0]
+	f, err := c.Open("sandboxes/t/procs/"+n+"/stdout", syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Read(make([]byte, 100))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("read returned before the clunk: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	f.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("read still blocked 5s after its fid was clunked")
+	}
+	if st, _ := c.ReadFile("sandboxes/t/procs/" + n + "/status"); !strings.Contains(string(st), "running") {
+		t.Errorf("status after the interrupted read = %q; want still running", st)
+	}
+	c.WriteMsg("sandboxes/t/procs/"+n+"/ctl", "signal KILL", "")
+}
