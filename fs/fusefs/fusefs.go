@@ -23,6 +23,7 @@ package fusefs
 
 import (
 	"context"
+	"fmt"
 	iofs "io/fs"
 	"log/slog"
 	"os"
@@ -50,6 +51,7 @@ type Mount struct {
 	dir    string
 	server *fuse.Server
 	log    *slog.Logger
+	conn   uint64 // the mount's device number: its /sys/fs/fuse/connections entry
 
 	mu   sync.Mutex        // protects inos, next
 	inos map[string]uint64 // tree path -> inode number
@@ -84,23 +86,51 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 		return nil, err
 	}
 	m.server = srv
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err == nil {
+		m.conn = st.Dev
+	}
 	return m, nil
 }
 
 // Dir returns the mount point.
 func (m *Mount) Dir() string { return m.dir }
 
-// Unmount unmounts (lazily if busy) and waits for the server loop to end.
+// Unmount unmounts and waits for the server loop to end. If the mount is
+// busy (a process has a file open, or sits in it), it is detached
+// (MNT_DETACH) so that no stale mount outlives the server, and if its
+// users still hold it a second later the FUSE connection is aborted: they
+// get ENOTCONN, and the server ends.
 func (m *Mount) Unmount() error {
 	err := m.server.Unmount()
-	if err != nil {
-		// Busy: detach it so no stale mount outlives the process.
-		if err2 := syscall.Unmount(m.dir, syscall.MNT_DETACH); err2 == nil {
-			err = nil
+	if err == nil {
+		m.server.Wait()
+		return nil
+	}
+	if err := syscall.Unmount(m.dir, syscall.MNT_DETACH); err != nil {
+		m.log.Warn("fuse: detach", "dir", m.dir, "err", err)
+	}
+	done := make(chan struct{})
+	go func() { m.server.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(time.Second):
+	}
+	if m.conn != 0 {
+		minor := (m.conn & 0xff) | ((m.conn >> 12) & 0xfff00)
+		m.log.Warn("fuse: busy after detach, aborting the connection", "dir", m.dir)
+		abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", minor)
+		if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
+			m.log.Warn("fuse: abort", "file", abort, "err", err)
 		}
 	}
-	m.server.Wait()
-	return err
+	select {
+	case <-done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("unmount %s: server still busy: %w", m.dir, err)
+	}
 }
 
 // Wait blocks until the file system is unmounted.
