@@ -246,11 +246,19 @@ func TestServeAndMount(t *testing.T) {
 	if tok2, _ := os.ReadFile(filepath.Join(state, "token")); !bytes.Equal(tok, tok2) {
 		t.Errorf("token changed across a restart")
 	}
+	// A process keeps a file of the mount open: SIGTERM still unmounts.
+	holder := exec.Command("sh", "-c", "exec sleep 60 < "+filepath.Join(mnt, "ctl"))
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Process.Kill()
+	time.Sleep(300 * time.Millisecond)
 	if err := serve2.stop(t); err != nil {
 		t.Errorf("second serve: %v\n%s", err, serve2.stderr)
 	}
 	if mounted(t, mnt) {
-		t.Errorf("%s still mounted after the second SIGTERM", mnt)
+		t.Errorf("%s still mounted after SIGTERM with a file open in it", mnt)
+		syscall.Unmount(mnt, syscall.MNT_DETACH)
 	}
 }
 
