@@ -21,7 +21,7 @@ func init() {
 func runMount(args []string) int {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
 	addr := fl.String("addr", "unix:/run/sandfs/sandfs.sock", "9P server, unix:PATH or tcp:HOST:PORT")
-	token := fl.String("token", os.Getenv("SANDFS_TOKEN"), "attach token (required over TCP; default $SANDFS_TOKEN)")
+	token := fl.String("token", os.Getenv("SANDFS_TOKEN"), "attach token (TCP only; default $SANDFS_TOKEN)")
 	tokenFile := fl.String("token-file", "", "read the token from this file")
 	debug := fl.Bool("debug", false, "log at debug level")
 	// Accept the mount point before or after the flags.
@@ -50,6 +50,12 @@ func runMount(args []string) int {
 			return 1
 		}
 		*token = strings.TrimSpace(string(b))
+	}
+
+	if strings.HasPrefix(*addr, "unix:") {
+		// The unix socket is guarded by its mode: its attach name
+		// must be empty, whatever $SANDFS_TOKEN says.
+		*token = ""
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
