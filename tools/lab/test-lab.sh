@@ -37,7 +37,7 @@ done <<< "$pkgs"
 echo "test-lab: running $(wc -l < "$manifest") test binaries in one lab boot"
 start=$(date +%s)
 set +e
-bin/sandfs lab ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$manifest"
+bin/sandfs lab -e SANDFS_LAB_TEST_TIMEOUT="${SANDFS_LAB_TEST_TIMEOUT:-10m}" ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$manifest"
 rc=$?
 set -e
 echo "test-lab: lab exited $rc after $(($(date +%s) - start))s"
