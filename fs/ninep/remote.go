@@ -28,6 +28,7 @@ import (
 type Remote struct {
 	client *p9.Client
 	root   p9.File
+	done   chan struct{} // closed when the connection ends
 }
 
 // Dial connects to addr, "unix:PATH" or "tcp:HOST:PORT", and attaches
@@ -52,7 +53,8 @@ func Dial(ctx context.Context, addr, token string) (*Remote, error) {
 
 // NewRemote attaches over an established connection c, which it owns.
 func NewRemote(c io.ReadWriteCloser, token string) (*Remote, error) {
-	cl, err := p9.NewClient(c, p9.WithMessageSize(iounit+4096))
+	done := make(chan struct{})
+	cl, err := p9.NewClient(&watchedConn{ReadWriteCloser: c, done: done}, p9.WithMessageSize(iounit+4096))
 	if err != nil {
 		return nil, fmt.Errorf("9p version: %w", err)
 	}
@@ -61,7 +63,34 @@ func NewRemote(c io.ReadWriteCloser, token string) (*Remote, error) {
 		cl.Close()
 		return nil, fmt.Errorf("9p attach: %w", toErrno(err))
 	}
-	return &Remote{client: cl, root: root}, nil
+	return &Remote{client: cl, root: root, done: done}, nil
+}
+
+// Done is closed when the connection to the server ends.
+func (r *Remote) Done() <-chan struct{} { return r.done }
+
+// watchedConn closes done at the first read or write error (the
+// connection ended).
+type watchedConn struct {
+	io.ReadWriteCloser
+	done chan struct{}
+	once sync.Once
+}
+
+func (w *watchedConn) Read(p []byte) (int, error) {
+	n, err := w.ReadWriteCloser.Read(p)
+	if err != nil {
+		w.once.Do(func() { close(w.done) })
+	}
+	return n, err
+}
+
+func (w *watchedConn) Write(p []byte) (int, error) {
+	n, err := w.ReadWriteCloser.Write(p)
+	if err != nil {
+		w.once.Do(func() { close(w.done) })
+	}
+	return n, err
 }
 
 // Root returns the remote tree's root directory.

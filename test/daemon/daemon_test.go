@@ -222,6 +222,11 @@ func TestServeAndMount(t *testing.T) {
 		t.Errorf("daemon log lacks the failed request or the refused attach:\n%s", log)
 	}
 
+	// A bridge whose daemon goes away unmounts itself at its next use.
+	b4 := filepath.Join(dir, "b4")
+	m4 := start(t, bin, "mount", b4, "--addr", "unix:"+sock)
+	waitMounted(t, b4, m4)
+
 	// SIGTERM: every mount goes away, nothing stale.
 	for _, m := range []struct {
 		p   *proc
@@ -237,6 +242,22 @@ func TestServeAndMount(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket %s left behind: %v", sock, err)
+	}
+	if _, err := os.ReadDir(b4); err == nil {
+		t.Errorf("readdir through a bridge to a stopped daemon succeeded")
+	}
+	select {
+	case err := <-m4.done:
+		m4.done <- err
+		if err == nil {
+			t.Errorf("mount with its daemon gone exited 0; want 1")
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("mount did not exit after its daemon went away")
+	}
+	if mounted(t, b4) {
+		t.Errorf("%s still mounted after its daemon went away", b4)
+		syscall.Unmount(b4, syscall.MNT_DETACH)
 	}
 
 	// Restart on the same state directory: the lock was released, the

@@ -85,6 +85,12 @@ func runMount(args []string) int {
 		}
 	case <-done:
 		log.Info("mount: unmounted")
+	case <-r.Done():
+		log.Error("mount: connection to the server lost, unmounting", "addr", *addr)
+		if err := m.Unmount(); err != nil {
+			log.Error("mount: unmount: " + err.Error())
+		}
+		return 1
 	}
 	return 0
 }
