@@ -7,7 +7,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab run clean
+.PHONY: build kernel template lab probe test test-unit test-lab run clean qemu-bundle bench
 
 # bin/sandfs-init exists once ./guest/cmd/sandfs-init does.
 build:
@@ -50,6 +50,16 @@ test: build kernel template
 
 run: build kernel template
 	tools/lab/run.sh
+
+# build/qemu-bundle: the host's qemu-system-x86_64 with its libraries, loader
+# and microvm firmware, runnable inside the lab (docs/vmm.md, Figures).
+qemu-bundle:
+	tools/lab/qemu-bundle.sh build/qemu-bundle
+
+# The VMM benchmark of docs/vmm.md: sandfs vmm vs QEMU microvm, in the lab.
+BENCH_N ?= 5
+bench: build kernel qemu-bundle
+	bin/sandfs lab -- /opt/sandfs/bin/sandfs vmm bench -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu
 
 clean:
 	rm -rf bin build
