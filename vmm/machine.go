@@ -110,14 +110,19 @@ type Machine struct {
 	// before the vCPUs start.
 	msrIndex []uint32
 
-	ctl     sync.Mutex // serialises Start/Pause/Resume/Save/Stop
+	ctl     sync.Mutex // serialises Start/Pause/Resume/Save/SaveMemory/Close
 	started bool       // guarded by ctl
 	paused  bool       // guarded by ctl
+	closed  bool       // guarded by ctl: KVM fds and RAM released
 
 	endOnce sync.Once
 	done    chan struct{} // closed when the machine ends
 	reason  ExitReason    // set before done is closed
 	err     error         // set before done is closed
+	// reaped is closed by reap once every vCPU goroutine has returned
+	// and every device Close hook has run (started machines only); Close
+	// waits for it before it unmaps kvm_run areas and guest RAM.
+	reaped chan struct{}
 }
 
 // NewMachine creates the VM, its RAM and vCPUs, and the legacy devices
@@ -132,7 +137,7 @@ func NewMachine(cfg MachineConfig) (m *Machine, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	m = &Machine{cfg: cfg, log: cfg.Log, done: make(chan struct{})}
+	m = &Machine{cfg: cfg, log: cfg.Log, done: make(chan struct{}), reaped: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			m.close()
@@ -287,6 +292,9 @@ func (m *Machine) Start() error {
 	if m.started {
 		return fmt.Errorf("start: already started")
 	}
+	if m.closed {
+		return fmt.Errorf("start: %w", ErrEnded)
+	}
 	k, err := boot.ParseBzImage(m.cfg.Kernel)
 	if err != nil {
 		return err
@@ -318,17 +326,22 @@ func (m *Machine) Start() error {
 	return nil
 }
 
-// reap closes everything once the machine has ended and every vCPU
-// goroutine has returned.
+// reap runs the devices' Close hooks once the machine has ended and every
+// vCPU goroutine has returned (end already kicked them), then closes
+// reaped. It never touches kvm_run or RAM after that: Close waits for
+// reaped before it unmaps them.
 func (m *Machine) reap() {
+	defer close(m.reaped)
 	<-m.done
-	for _, c := range m.vcpus {
-		c.kick()
-	}
 	for _, c := range m.vcpus {
 		<-c.exited
 	}
 	m.serial.Flush()
+	m.closeDevices()
+}
+
+// closeDevices runs every device's Close hook, in order.
+func (m *Machine) closeDevices() {
 	for _, h := range m.hooks {
 		if h.Close != nil {
 			if err := h.Close(); err != nil {
@@ -372,8 +385,11 @@ func (m *Machine) Exit() (ExitReason, error) {
 // Wait blocks until the machine has ended and its vCPU threads are gone.
 func (m *Machine) Wait() (ExitReason, error) {
 	<-m.done
-	for _, c := range m.vcpus {
-		if m.started {
+	m.ctl.Lock()
+	started := m.started
+	m.ctl.Unlock()
+	if started {
+		for _, c := range m.vcpus {
 			<-c.exited
 		}
 	}
@@ -386,6 +402,9 @@ func (m *Machine) Wait() (ExitReason, error) {
 func (m *Machine) Pause() error {
 	m.ctl.Lock()
 	defer m.ctl.Unlock()
+	if m.closed {
+		return fmt.Errorf("pause: %w", ErrEnded)
+	}
 	if !m.started {
 		return fmt.Errorf("pause: not started")
 	}
@@ -411,6 +430,9 @@ func (m *Machine) Pause() error {
 func (m *Machine) Resume() error {
 	m.ctl.Lock()
 	defer m.ctl.Unlock()
+	if m.closed {
+		return fmt.Errorf("resume: %w", ErrEnded)
+	}
 	if !m.paused {
 		return nil
 	}
@@ -442,21 +464,32 @@ func (m *Machine) Stop() {
 	m.Wait()
 }
 
-// Close stops the machine and releases KVM and guest RAM.
+// Close stops the machine (if it still runs), runs the devices' Close hooks
+// (also for a machine that never started), and then, once no vCPU thread,
+// device goroutine or control call can touch them, releases the vCPUs'
+// kvm_run areas, KVM and guest RAM. A second Close is a no-op.
 func (m *Machine) Close() error {
+	m.end(ExitStopped, nil) // kicks the vCPUs; a no-op if it already ended
+	m.ctl.Lock()            // no control call (Pause, Save, SaveMemory...) in flight
+	defer m.ctl.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
 	if m.started {
-		m.Stop()
+		<-m.reaped // vCPU goroutines gone, device Close hooks done
 	} else {
-		m.end(ExitStopped, nil)
+		m.closeDevices()
 	}
 	return m.close()
 }
 
+// close releases KVM and RAM. Only from Close, or from NewMachine failing
+// (nothing runs yet).
 func (m *Machine) close() error {
 	for _, c := range m.vcpus {
 		c.k.Close()
 	}
-	m.vcpus = nil
 	if m.vm != nil {
 		m.vm.Close()
 		m.vm = nil

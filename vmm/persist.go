@@ -174,6 +174,9 @@ func (c *vcpu) restore(st *VCPUState) error {
 func (m *Machine) Save() (*State, error) {
 	m.ctl.Lock()
 	defer m.ctl.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("save: %w", ErrEnded)
+	}
 	if !m.paused {
 		return nil, fmt.Errorf("save: %w", ErrNotPaused)
 	}
@@ -231,6 +234,9 @@ func (m *Machine) Restore(st *State) error {
 	defer m.ctl.Unlock()
 	if m.started {
 		return fmt.Errorf("restore: already started")
+	}
+	if m.closed {
+		return fmt.Errorf("restore: %w", ErrEnded)
 	}
 	if st.Version != StateVersion {
 		return fmt.Errorf("restore: state version %d, want %d", st.Version, StateVersion)

@@ -23,7 +23,14 @@ const pageSize = 4096
 // others were never touched and read as zero); for RAM mapped from an
 // earlier snapshot every non-zero page is. The machine must be paused.
 func (m *Machine) SaveMemory(path string) error {
-	if !m.Paused() {
+	// Held throughout: Resume cannot run the guest and Close cannot
+	// unmap RAM while it is being written.
+	m.ctl.Lock()
+	defer m.ctl.Unlock()
+	if m.closed {
+		return fmt.Errorf("save memory: %w", ErrEnded)
+	}
+	if !m.paused {
 		return fmt.Errorf("save memory: %w", ErrNotPaused)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)

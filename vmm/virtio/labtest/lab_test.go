@@ -109,17 +109,6 @@ func ifaceUp(name string) error {
 	return nil
 }
 
-// closeMachine stops m, then closes it. The pause between works around a
-// race in vmm.Machine (as of 0f0a0e6): reap kicks the vCPUs (writing their
-// kvm_run mappings) after done is closed, concurrently with Close, which
-// unmaps them, and it runs the device Close hooks after Close may have
-// unmapped guest RAM. Seen once in the lab as a SIGSEGV in vcpu.kick.
-func closeMachine(m *vmm.Machine) {
-	m.Stop()
-	time.Sleep(300 * time.Millisecond)
-	m.Close()
-}
-
 // TestDevicesInGuest boots one guest with blk, net, rng and vsock and
 // checks each end to end.
 func TestDevicesInGuest(t *testing.T) {
@@ -155,7 +144,7 @@ func TestDevicesInGuest(t *testing.T) {
 	closed := false
 	defer func() {
 		if !closed {
-			closeMachine(m)
+			m.Close()
 		}
 	}()
 
@@ -307,7 +296,7 @@ func TestDevicesInGuest(t *testing.T) {
 	if r, err := m.Wait(); r != vmm.ExitReset || err != nil {
 		t.Errorf("Wait = %v, %v; want reset", r, err)
 	}
-	closeMachine(m)
+	m.Close()
 	closed = true
 
 	// blk: reopen the overlay as a restarted VMM would; the marker is in

@@ -114,7 +114,7 @@ func (r *rig) shutdown(t *testing.T) {
 	for _, c := range r.closes {
 		c()
 	}
-	closeMachine(r.m)
+	r.m.Close()
 	if err := r.disk.Close(); err != nil {
 		t.Errorf("close disk: %v", err)
 	}
