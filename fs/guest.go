@@ -110,6 +110,9 @@ const maxIdle = 4
 // new one. Reusing them keeps connection churn (a vsock connect and
 // close per stream) off the VMM for back-to-back execs.
 func (g *guestLink) private(ctx context.Context) (*guestSession, error) {
+	if err := g.checkRunning(); err != nil {
+		return nil, err
+	}
 	g.mu.Lock()
 	for len(g.idle) > 0 {
 		s := g.idle[len(g.idle)-1]
@@ -170,10 +173,7 @@ func (g *guestLink) dial(ctx context.Context) (*guestSession, error) {
 	switch en := ctl.Errno(err); {
 	case err == nil, en == syscall.EINTR:
 	case en == syscall.EBUSY || en == syscall.ENOENT:
-		// Not running: keep the reason it died, if err has one.
-		if g.sb.Err() == "" {
-			g.sb.Fail("guest dial", err)
-		}
+		g.failNotRunning(err)
 	default:
 		g.sb.Fail("guest dial", err)
 	}
@@ -234,9 +234,32 @@ func isTimeout(err error) bool {
 	return errors.As(err, &te) && te.Timeout()
 }
 
+// failNotRunning records err, a refusal because the sandbox is not
+// running, in its err, except over the reason an ended sandbox died.
+func (g *guestLink) failNotRunning(err error) {
+	if !g.sb.State().Ended() || g.sb.Err() == "" {
+		g.sb.Fail("guest", err)
+	}
+}
+
+// checkRunning refuses at once (EBUSY) when the sandbox is not running:
+// a paused guest would not answer, and a session dialled before the
+// pause would only time out.
+func (g *guestLink) checkRunning() error {
+	if st := g.sb.State(); st != ctl.StateRunning {
+		err := ctl.Errorf(syscall.EBUSY, "guest: sandbox %q is %s; need running", g.sb.ID(), st)
+		g.failNotRunning(err)
+		return err
+	}
+	return nil
+}
+
 // shared returns the shared session, dialling it if there is none or it
 // died.
 func (g *guestLink) shared(ctx context.Context) (*guestSession, error) {
+	if err := g.checkRunning(); err != nil {
+		return nil, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.sess != nil && !g.sess.isDead() {

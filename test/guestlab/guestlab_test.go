@@ -13,6 +13,7 @@ package guestlab
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -96,6 +97,10 @@ func startDaemon(t testing.TB) *daemon {
 		}
 		if t.Failed() {
 			t.Logf("sandfs serve log:\n%s", d.log)
+			for _, f := range []string{"console", "vmm.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, "st/run/t", f))
+				t.Logf("sandbox t %s (tail):\n%s", f, b[max(0, len(b)-1500):])
+			}
 		}
 	})
 	for i := 0; !exists(filepath.Join(d.mnt, "ctl")); i++ {
@@ -111,7 +116,10 @@ func startDaemon(t testing.TB) *daemon {
 // the error.
 func (d *daemon) sh(t testing.TB, script string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", script)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = d.mnt
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -134,7 +142,10 @@ func (d *daemon) mustSh(t testing.TB, script string) string {
 // cli runs the sandfs CLI against the daemon's socket.
 func (d *daemon) cli(stdin string, args ...string) (stdout, stderr string, rc int) {
 	full := append([]string{args[0], "--addr", "unix:" + d.sock}, args[1:]...)
-	cmd := exec.Command(sandfsBin(), full...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sandfsBin(), full...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdin = strings.NewReader(stdin)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -172,8 +183,8 @@ func TestGuestUname(t *testing.T) {
 	t.Run("10 MB", func(t *testing.T) {
 		// Hashed on this side only: compute-heavy commands in the nested
 		// guest (sha256sum over urandom) have stalled it in the lab.
-		out, err := exec.Command("sh", "-c", "cd "+d.mnt+"/sandboxes/t && echo 'head -c 10485760 /dev/zero' > exec && cat exec").Output()
-		if err != nil || len(out) != 10<<20 || sha256.Sum256(out) != sha256.Sum256(make([]byte, 10<<20)) {
+		out, err := d.sh(t, "cd sandboxes/t && echo 'head -c 10485760 /dev/zero' > exec && cat exec")
+		if err != nil || len(out) != 10<<20 || sha256.Sum256([]byte(out)) != sha256.Sum256(make([]byte, 10<<20)) {
 			t.Errorf("10 MB through exec: %d bytes, %v; want 10485760 zero bytes", len(out), err)
 		}
 	})
@@ -190,8 +201,8 @@ func TestGuestUname(t *testing.T) {
 			t.Errorf("read back: %d bytes, %v", len(b), err)
 		}
 		// The guest sees the same bytes: its cat, through exec.
-		out, err := exec.Command("sh", "-c", "cd "+d.mnt+"/sandboxes/t && echo 'cat /tmp/bytes' > exec && cat exec").Output()
-		if err != nil || !bytes.Equal(out, all) {
+		out, err := d.sh(t, "cd sandboxes/t && echo 'cat /tmp/bytes' > exec && cat exec")
+		if err != nil || out != string(all) {
 			t.Errorf("guest cat of fs/tmp/bytes: %d bytes, %v; want the 256 values", len(out), err)
 		}
 	})
@@ -228,6 +239,59 @@ func TestGuestUname(t *testing.T) {
 		if got := d.mustSh(t, "cat sandboxes/t/console"); !strings.Contains(got, "sandfs-init") {
 			t.Errorf("console has no sandfs-init line: %q", got[max(0, len(got)-300):])
 		}
+	})
+	t.Run("paused", func(t *testing.T) {
+		d.mustSh(t, "echo pause > sandboxes/t/ctl")
+		_, err := d.sh(t, "echo true > sandboxes/t/exec")
+		if err == nil || !strings.Contains(err.Error(), "busy") {
+			t.Errorf("exec in a paused sandbox: %v; want EBUSY", err)
+		}
+		if got := d.mustSh(t, "cat sandboxes/t/err"); !strings.Contains(got, "is paused; need running") {
+			t.Errorf("err = %q", got)
+		}
+		d.mustSh(t, "echo resume > sandboxes/t/ctl")
+		if got := d.mustSh(t, "cd sandboxes/t; echo 'echo back' > exec; cat exec"); got != "back\n" {
+			t.Errorf("exec after resume = %q", got)
+		}
+	})
+	t.Run("vmm killed mid-command", func(t *testing.T) {
+		d.mustSh(t, "echo new v > ctl; echo 'echo started; sleep 60' > sandboxes/v/exec")
+		cat := exec.Command("cat", filepath.Join(d.mnt, "sandboxes/v/exec"))
+		var out, errb bytes.Buffer
+		cat.Stdout, cat.Stderr = &out, &errb
+		if err := cat.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		st := strings.Fields(d.mustSh(t, "cat sandboxes/v/status"))
+		pid := 0
+		for _, f := range st {
+			if v, ok := strings.CutPrefix(f, "pid="); ok {
+				pid, _ = strconv.Atoi(v)
+			}
+		}
+		if pid == 0 {
+			t.Fatalf("no VMM pid in status %q", st)
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+		done := make(chan error, 1)
+		go func() { done <- cat.Wait() }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("cat exec succeeded after the VMM died: %q", out.String())
+			}
+		case <-time.After(30 * time.Second):
+			cat.Process.Kill()
+			t.Fatal("cat exec still blocked 30s after the VMM died")
+		}
+		if !strings.HasPrefix(out.String(), "started") {
+			t.Errorf("output before the kill = %q", out.String())
+		}
+		if got := d.mustSh(t, "cat sandboxes/v/err; cat ctl | head -1"); !strings.Contains(got, "new [name]") || len(strings.TrimSpace(got)) < 12 {
+			t.Errorf("err and ctl after the VMM died = %q", got)
+		}
+		t.Logf("cat: %s; err: %s", strings.TrimSpace(errb.String()), d.mustSh(t, "cat sandboxes/v/err"))
 	})
 	t.Run("kill", func(t *testing.T) {
 		if _, e, rc := d.cli("", "kill", "t"); rc != 0 {
