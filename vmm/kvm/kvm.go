@@ -118,7 +118,8 @@ var (
 	kvmKVMClockCtrl        = io(0xad)                  // KVM_KVMCLOCK_CTRL
 )
 
-// ioctl issues one ioctl and wraps a failure with name.
+// ioctl issues one ioctl with a plain integer argument (never a pointer
+// converted to uintptr: use ioctlPtr) and wraps a failure with name.
 func ioctl(fd int, name string, req, arg uintptr) (uintptr, error) {
 	r, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, arg)
 	if e != 0 {
@@ -127,9 +128,26 @@ func ioctl(fd int, name string, req, arg uintptr) (uintptr, error) {
 	return r, nil
 }
 
+// ioctlPtr issues an ioctl whose argument points to memory the kernel
+// reads or writes. The pointer must stay an unsafe.Pointer until it is
+// converted inside the argument list of unix.Syscall itself (nosplit,
+// uintptrkeepalive): converted earlier and passed through an ordinary Go
+// function, a stack growth in that function's prologue moves a stack
+// struct and the kernel then uses the old, freed stack (GET results lost,
+// SET and KVM_IRQ_LINE arguments read from reused memory). See
+// TestIoctlPtrStackMove and the unsafe.Pointer rules, case (4).
 func ioctlPtr(fd int, name string, req uintptr, p unsafe.Pointer) error {
-	_, err := ioctl(fd, name, req, uintptr(p))
+	_, err := ioctlPtrN(fd, name, req, p)
 	return err
+}
+
+// ioctlPtrN is ioctlPtr returning the ioctl's result as well.
+func ioctlPtrN(fd int, name string, req uintptr, p unsafe.Pointer) (uintptr, error) {
+	r, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(p))
+	if e != 0 {
+		return r, &Error{Op: name, Errno: e}
+	}
+	return r, nil
 }
 
 // Error is a failed KVM ioctl: the kernel's name for it and the errno.

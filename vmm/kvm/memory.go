@@ -1,6 +1,9 @@
 package kvm
 
-import "unsafe"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // MemoryRegion mirrors struct kvm_userspace_memory_region.
 type MemoryRegion struct {
@@ -31,9 +34,16 @@ func (vm *VM) DirtyLog(slot uint32, bitmap []uint64) error {
 		Pad    uint32
 		Bitmap uint64
 	}
+	// The kernel writes through a pointer stored in d, which no stack
+	// copy would adjust: use a heap buffer (never moved), kept alive
+	// across the call.
+	buf := make([]uint64, len(bitmap))
 	d.Slot = slot
-	d.Bitmap = uint64(uintptr(unsafe.Pointer(&bitmap[0])))
-	return ioctlPtr(vm.fd, "KVM_GET_DIRTY_LOG", kvmGetDirtyLog, unsafe.Pointer(&d))
+	d.Bitmap = uint64(uintptr(unsafe.Pointer(&buf[0])))
+	err := ioctlPtr(vm.fd, "KVM_GET_DIRTY_LOG", kvmGetDirtyLog, unsafe.Pointer(&d))
+	runtime.KeepAlive(buf)
+	copy(bitmap, buf)
+	return err
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

@@ -37,7 +37,7 @@ func (c *VCPU) msrs(name string, req uintptr, ms []MSR) (int, error) {
 	*(*uint32)(unsafe.Pointer(&buf[0])) = uint32(len(ms))
 	ents := unsafe.Slice((*MSR)(unsafe.Pointer(&buf[8])), len(ms))
 	copy(ents, ms)
-	r, err := ioctl(c.fd, name, req, uintptr(unsafe.Pointer(&buf[0])))
+	r, err := ioctlPtrN(c.fd, name, req, unsafe.Pointer(&buf[0]))
 	copy(ms, ents)
 	return int(r), err
 }
