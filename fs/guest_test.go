@@ -517,6 +517,18 @@ func TestAgentFailures(t *testing.T) {
 		if got := mustSh(t, e.mnt, "ls sandboxes/h/procs"); !strings.Contains(got, "clone") {
 			t.Errorf("after the agent recovers: %q", got)
 		}
+		// Now with a session open: requests on it time out and close it.
+		h.setHung(true)
+		if _, err := os.ReadDir(filepath.Join(e.mnt, "sandboxes/h/procs")); !errors.Is(err, syscall.ETIMEDOUT) {
+			t.Errorf("ls procs on an open session to a hung agent = %v; want ETIMEDOUT", err)
+		}
+		if b, _ := c.ReadFile("sandboxes/h/err"); !strings.Contains(string(b), "no answer to") {
+			t.Errorf("sandboxes/h/err = %q; want the request that timed out", b)
+		}
+		h.setHung(false)
+		if got := mustSh(t, e.mnt, "echo 'echo again' > sandboxes/h/exec; cat sandboxes/h/exec"); got != "again\n" {
+			t.Errorf("exec after the agent recovers = %q", got)
+		}
 	})
 }
 
