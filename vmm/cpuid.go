@@ -6,24 +6,25 @@ import "sandfs/vmm/kvm"
 // References: Firecracker src/vmm/src/cpu_config/x86_64/cpuid/normalize.rs,
 // the Intel SDM vol. 2A "CPUID", and shared/reference/kernel-and-lab-notes.md.
 const (
-	leafFeatures  = 0x1
-	leafExtFeat   = 0x7
-	leafTopology  = 0xb
-	leafXSave     = 0xd
-	leafV2Topo    = 0x1f
-	leafKVMSig    = 0x40000000
-	leafKVMFeat   = 0x40000001
-	leafAMDExt    = 0x80000001
-	leafAMDTopo   = 0x8000001e
-	ecxHypervisor = 1 << 31 // CPUID.1:ECX[31]: running under a hypervisor
-	ecxVMX        = 1 << 5  // CPUID.1:ECX[5]
-	ecxOSXSAVE    = 1 << 27
-	ecxAVX        = 1 << 28
-	ecxXSAVE      = 1 << 26
-	ecxSVM        = 1 << 2 // CPUID.80000001:ECX[2]
-	ebx7AVX512F   = 1 << 16
-	ebx7MPX       = 1 << 14
-	ecx7PKU       = 1 << 3
+	leafFeatures   = 0x1
+	leafExtFeat    = 0x7
+	leafTopology   = 0xb
+	leafXSave      = 0xd
+	leafV2Topo     = 0x1f
+	leafKVMSig     = 0x40000000
+	leafKVMFeat    = 0x40000001
+	leafAMDExt     = 0x80000001
+	leafAMDTopo    = 0x8000001e
+	ecxHypervisor  = 1 << 31 // CPUID.1:ECX[31]: running under a hypervisor
+	ecxTSCDeadline = 1 << 24 // CPUID.1:ECX[24]: LAPIC TSC-deadline timer mode
+	ecxVMX         = 1 << 5  // CPUID.1:ECX[5]
+	ecxOSXSAVE     = 1 << 27
+	ecxAVX         = 1 << 28
+	ecxXSAVE       = 1 << 26
+	ecxSVM         = 1 << 2 // CPUID.80000001:ECX[2]
+	ebx7AVX512F    = 1 << 16
+	ebx7MPX        = 1 << 14
+	ecx7PKU        = 1 << 3
 )
 
 // kvmSignature is "KVMKVMKVM\0\0\0" as EBX, ECX, EDX.
@@ -132,4 +133,20 @@ func normalizeXSave(ents []kvm.CPUIDEntry) {
 	if d1 := findCPUID(ents, leafXSave, 1); d1 != nil {
 		d1.ECX, d1.EDX = 0, 0 // no supervisor states (IA32_XSS)
 	}
+}
+
+// addTSCDeadline advertises the LAPIC's TSC-deadline mode (CPUID.1:ECX[24]),
+// which KVM's in-kernel LAPIC emulates (KVM_CAP_TSC_DEADLINE_TIMER) but
+// KVM_GET_SUPPORTED_CPUID leaves out; Firecracker and QEMU set it too.
+// With it Linux skips calibrate_APIC_clock: without it, the guest measures
+// the LAPIC timer against the TSC and then waits for 25 periodic LAPIC
+// timer ticks; on a loaded, emulated host (the lab) the measurement can be
+// badly off and the guest hangs silently in setup_boot_APIC_clock (seen in
+// the boot soak, TestBootLoop).
+func addTSCDeadline(ents []kvm.CPUIDEntry) []kvm.CPUIDEntry {
+	ents = append([]kvm.CPUIDEntry(nil), ents...)
+	if e := findCPUID(ents, leafFeatures, 0); e != nil {
+		e.ECX |= ecxTSCDeadline
+	}
+	return ents
 }

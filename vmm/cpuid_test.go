@@ -86,3 +86,14 @@ func TestGuestRAM(t *testing.T) {
 		t.Errorf("mapRAM(3 MiB) = nil error")
 	}
 }
+
+func TestAddTSCDeadline(t *testing.T) {
+	in := []kvm.CPUIDEntry{{Function: 0}, {Function: 1, ECX: ecxXSAVE}}
+	out := addTSCDeadline(in)
+	if f1 := findCPUID(out, 1, 0); f1.ECX != ecxXSAVE|ecxTSCDeadline {
+		t.Errorf("leaf 1 ECX = %#x, want %#x", f1.ECX, ecxXSAVE|ecxTSCDeadline)
+	}
+	if in[1].ECX != ecxXSAVE {
+		t.Errorf("addTSCDeadline modified its input")
+	}
+}

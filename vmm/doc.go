@@ -32,6 +32,10 @@
 //     callbacks. Pause runs after every vCPU has left KVM_RUN, Resume before
 //     they re-enter; Save's value is JSON-encoded into the snapshot under
 //     name and handed back (raw JSON) to Restore before the vCPUs start.
+//     Close runs once, when the machine is closed: after every vCPU
+//     goroutine has returned and before guest RAM is unmapped, also for a
+//     machine that never started. m.Close() returns after all of that;
+//     control calls on a closed machine return ErrEnded.
 //
 // Exits: PIO and MMIO exits are dispatched on the vCPU's goroutine to the
 // device owning the address; devices do their own locking.

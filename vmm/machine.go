@@ -310,6 +310,9 @@ func (m *Machine) Start() error {
 	if err != nil {
 		return err
 	}
+	if m.sys.CheckExtension(kvm.CapTSCDeadlineTimer) != 0 {
+		supported = addTSCDeadline(supported)
+	}
 	for _, c := range m.vcpus {
 		if err := c.setup(supported, len(m.vcpus), bp); err != nil {
 			return fmt.Errorf("start: vcpu %d: %w", c.id, err)

@@ -163,22 +163,23 @@ func (e *Error) Unwrap() error { return e.Errno }
 
 // Capabilities (KVM_CAP_*), for CheckExtension.
 const (
-	CapIRQChip       = 0   // KVM_CAP_IRQCHIP
-	CapUserMemory    = 3   // KVM_CAP_USER_MEMORY
-	CapNrVCPUs       = 9   // KVM_CAP_NR_VCPUS
-	CapMPState       = 14  // KVM_CAP_MP_STATE
-	CapIRQFD         = 32  // KVM_CAP_IRQFD
-	CapPIT2          = 33  // KVM_CAP_PIT2
-	CapPITState2     = 35  // KVM_CAP_PIT_STATE2
-	CapIOEventFD     = 36  // KVM_CAP_IOEVENTFD
-	CapAdjustClock   = 39  // KVM_CAP_ADJUST_CLOCK
-	CapVCPUEvents    = 41  // KVM_CAP_VCPU_EVENTS
-	CapDebugRegs     = 50  // KVM_CAP_DEBUGREGS
-	CapXSave         = 55  // KVM_CAP_XSAVE
-	CapXCRs          = 56  // KVM_CAP_XCRS
-	CapTSCControl    = 60  // KVM_CAP_TSC_CONTROL
-	CapGetTSCKHz     = 61  // KVM_CAP_GET_TSC_KHZ
-	CapMaxVCPUs      = 66  // KVM_CAP_MAX_VCPUS
-	CapKVMClockCtrl  = 76  // KVM_CAP_KVMCLOCK_CTRL
-	CapImmediateExit = 136 // KVM_CAP_IMMEDIATE_EXIT
+	CapIRQChip          = 0   // KVM_CAP_IRQCHIP
+	CapUserMemory       = 3   // KVM_CAP_USER_MEMORY
+	CapNrVCPUs          = 9   // KVM_CAP_NR_VCPUS
+	CapMPState          = 14  // KVM_CAP_MP_STATE
+	CapIRQFD            = 32  // KVM_CAP_IRQFD
+	CapPIT2             = 33  // KVM_CAP_PIT2
+	CapPITState2        = 35  // KVM_CAP_PIT_STATE2
+	CapIOEventFD        = 36  // KVM_CAP_IOEVENTFD
+	CapAdjustClock      = 39  // KVM_CAP_ADJUST_CLOCK
+	CapVCPUEvents       = 41  // KVM_CAP_VCPU_EVENTS
+	CapDebugRegs        = 50  // KVM_CAP_DEBUGREGS
+	CapXSave            = 55  // KVM_CAP_XSAVE
+	CapXCRs             = 56  // KVM_CAP_XCRS
+	CapTSCControl       = 60  // KVM_CAP_TSC_CONTROL
+	CapGetTSCKHz        = 61  // KVM_CAP_GET_TSC_KHZ
+	CapMaxVCPUs         = 66  // KVM_CAP_MAX_VCPUS
+	CapTSCDeadlineTimer = 72  // KVM_CAP_TSC_DEADLINE_TIMER
+	CapKVMClockCtrl     = 76  // KVM_CAP_KVMCLOCK_CTRL
+	CapImmediateExit    = 136 // KVM_CAP_IMMEDIATE_EXIT
 )
