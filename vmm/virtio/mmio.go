@@ -96,6 +96,8 @@ type Transport struct {
 	features   atomic.Uint64 // negotiated features, valid while live
 	intStatus  atomic.Uint32
 	needsReset atomic.Bool
+	pulses     atomic.Uint64 // interrupt edges sent (for the debug dump)
+	pulseMu    sync.Mutex    // one raise/lower pair on the line at a time
 
 	work    sync.RWMutex // pause gate: device batches hold it shared, Pause exclusive
 	paused  atomic.Bool  // work is held by Pause
@@ -110,6 +112,7 @@ func NewTransport(dev Device, mem bus.Memory, irq bus.IRQ, line uint32) *Transpo
 	for _, m := range dev.QueueMax() {
 		t.queues = append(t.queues, &Queue{Max: m})
 	}
+	debugRegister(t)
 	return t
 }
 
@@ -177,10 +180,21 @@ func (t *Transport) Interrupt(bits uint32) {
 	t.pulse()
 }
 
+// pulse sends one edge on the line. Pulses are serialized: several device
+// goroutines interrupt concurrently (vsock's tx, rx and event), and an
+// interleaved raise, raise, lower, lower is a single edge: the IOAPIC (and
+// the PIC) only deliver a 0→1 transition. The second interrupt's bits
+// would then sit in InterruptStatus after the driver had read it, with no
+// edge to make it read again; with EVENT_IDX no later used buffer
+// re-signals (used_event does not move until the driver runs), so the
+// queue stalls for good.
 func (t *Transport) pulse() {
 	if t.irq == nil {
 		return
 	}
+	t.pulseMu.Lock()
+	defer t.pulseMu.Unlock()
+	t.pulses.Add(1)
 	if err := t.irq.SetIRQ(t.line, true); err != nil {
 		slog.Error("virtio: raise irq", "line", t.line, "err", err)
 	}

@@ -795,3 +795,19 @@ func readConnect(r io.Reader) (port uint32, err error) {
 	}
 	return uint32(p), nil
 }
+
+// DebugState implements virtio.DebugStater: connections and their credit.
+func (d *Device) DebugState() string {
+	if !d.mu.TryLock() {
+		return "  vsock: mu held (not dumped)\n"
+	}
+	defer d.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "  vsock: conns=%d ctrl=%d resetEvent=%v resetInFlight=%v\n", len(d.conns), len(d.ctrl), d.resetEvent, d.resetInFlight)
+	for _, c := range d.order {
+		fmt.Fprintf(&b, "  conn %d<->%d state=%d rx=%d txCnt=%d peerBufAlloc=%d peerFwdCnt=%d credit=%d creditRequest=%v hostEOF=%v sentShutdown=%v out=%d pendingWrite=%d fwdCnt=%d lastFwdSent=%d noSend=%v noRecv=%v\n",
+			c.local, c.peer, c.state, len(c.rx), c.txCnt, c.peerBufAlloc, c.peerFwdCnt, c.peerCredit(), c.creditRequest, c.hostEOF, c.sentShutdown,
+			len(c.out), c.pendingWrite, c.fwdCnt, c.lastFwdSent, c.guestNoSend, c.guestNoRecv)
+	}
+	return b.String()
+}

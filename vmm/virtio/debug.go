@@ -1,0 +1,101 @@
+package virtio
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// DebugEnv names the environment variable that, when set (to anything
+// but "" or "0") in a VMM process, makes SIGUSR1 dump the state of every
+// virtio transport (registers, interrupt status, each queue's ring
+// indices and event fields, and device-specific state) to stderr, which
+// for `sandfs vmm` is vmm.log:
+//
+//	SANDFS_VIRTIO_DEBUG=1 sandfs serve ...; kill -USR1 <vmm pid>
+//
+// The handler is installed at program start, before the VMM's seccomp
+// filter; the dump reads ring state without the device goroutines'
+// cooperation, so it is a snapshot that may be slightly torn.
+const DebugEnv = "SANDFS_VIRTIO_DEBUG"
+
+// DebugStater is implemented by devices that add their own state to the
+// SIGUSR1 dump.
+type DebugStater interface {
+	DebugState() string
+}
+
+var debugReg struct {
+	sync.Mutex
+	on bool
+	ts []*Transport
+}
+
+func init() {
+	if v := os.Getenv(DebugEnv); v == "" || v == "0" {
+		return
+	}
+	debugReg.on = true
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		for range ch {
+			os.Stderr.WriteString(DebugDump())
+		}
+	}()
+}
+
+func debugRegister(t *Transport) {
+	if !debugReg.on {
+		return
+	}
+	debugReg.Lock()
+	debugReg.ts = append(debugReg.ts, t)
+	debugReg.Unlock()
+}
+
+// DebugDump describes every transport registered while DebugEnv was set.
+func DebugDump() string {
+	debugReg.Lock()
+	ts := append([]*Transport(nil), debugReg.ts...)
+	debugReg.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "virtio debug dump: %d transports\n", len(ts))
+	for _, t := range ts {
+		b.WriteString(t.DebugState())
+	}
+	return b.String()
+}
+
+// DebugState describes the transport and its queues (racy snapshot).
+func (t *Transport) DebugState() string {
+	var b strings.Builder
+	t.mu.Lock()
+	status := t.status
+	t.mu.Unlock()
+	fmt.Fprintf(&b, "virtio id=%d line=%d status=%#x live=%v needsReset=%v paused=%v intStatus=%#x features=%#x pulses=%d\n",
+		t.dev.ID(), t.line, status, t.live.Load(), t.needsReset.Load(), t.paused.Load(), t.intStatus.Load(), t.features.Load(), t.pulses.Load())
+	for i, q := range t.queues {
+		fmt.Fprintf(&b, "  queue %d: %s\n", i, q.debugState())
+	}
+	if d, ok := t.dev.(DebugStater); ok {
+		b.WriteString(d.DebugState())
+	}
+	return b.String()
+}
+
+func (q *Queue) debugState() string {
+	if !q.Live() {
+		return fmt.Sprintf("size=%d ready=%v not live", q.Size, q.Ready)
+	}
+	n := int(q.Size)
+	s := fmt.Sprintf("size=%d nextAvail=%d nextUsed=%d lastSignal=%d pushedSince=%v avail.flags=%#x avail.idx=%d used.idx=%d",
+		q.Size, q.NextAvail, q.NextUsed, q.lastSignal, q.pushedSince, load16(q.avail, 0), load16(q.avail, 2), load16(q.used, 2))
+	if q.eventIdx {
+		s += fmt.Sprintf(" used_event=%d avail_event=%d", load16(q.avail, 4+2*n), load16(q.used, 4+8*n))
+	}
+	return s
+}
