@@ -71,6 +71,17 @@ func testGuestCode(loops uint32, exits uint16) []byte {
 	return code
 }
 
+// ioctlPtr is ioctl for requests whose argument points to Go memory. The
+// pointer must become a uintptr inside the Syscall argument list itself
+// (unsafe.Pointer rule 4): passed through another function as a uintptr, a
+// stack growth could move the struct and the kernel would use the old stack.
+func ioctlPtr(fd int, req uintptr, p unsafe.Pointer) error {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(p)); e != 0 {
+		return e
+	}
+	return nil
+}
+
 func ioctl(fd int, req, arg uintptr) (uintptr, error) {
 	r, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, arg)
 	if e != 0 {
@@ -120,7 +131,7 @@ func RunTestGuest(dev string, loops uint32, exits uint16, timeout time.Duration)
 		slot, flags            uint32
 		gpa, size, userspaceVA uint64
 	}{0, 0, 0, memSize, uint64(uintptr(unsafe.Pointer(&mem[0])))}
-	if _, err := ioctl(vm, kvmSetUserMemoryRegion, uintptr(unsafe.Pointer(&region))); err != nil {
+	if err := ioctlPtr(vm, kvmSetUserMemoryRegion, unsafe.Pointer(&region)); err != nil {
 		return r, fmt.Errorf("kvm: KVM_SET_USER_MEMORY_REGION: %v", err)
 	}
 	cpufd, err := ioctl(vm, kvmCreateVCPU, 0)
@@ -140,19 +151,19 @@ func RunTestGuest(dev string, loops uint32, exits uint16, timeout time.Duration)
 	defer unix.Munmap(run)
 
 	var sregs [312]byte
-	if _, err := ioctl(cpu, kvmGetSregs, uintptr(unsafe.Pointer(&sregs[0]))); err != nil {
+	if err := ioctlPtr(cpu, kvmGetSregs, unsafe.Pointer(&sregs[0])); err != nil {
 		return r, fmt.Errorf("kvm: KVM_GET_SREGS: %v", err)
 	}
 	// cs: struct kvm_segment at offset 0: base u64, limit u32, selector u16.
 	binary.LittleEndian.PutUint64(sregs[0:], 0)
 	binary.LittleEndian.PutUint16(sregs[12:], 0)
-	if _, err := ioctl(cpu, kvmSetSregs, uintptr(unsafe.Pointer(&sregs[0]))); err != nil {
+	if err := ioctlPtr(cpu, kvmSetSregs, unsafe.Pointer(&sregs[0])); err != nil {
 		return r, fmt.Errorf("kvm: KVM_SET_SREGS: %v", err)
 	}
 	var regs [18]uint64 // rax..r15, rip, rflags
 	regs[16] = 0x1000
 	regs[17] = 2
-	if _, err := ioctl(cpu, kvmSetRegs, uintptr(unsafe.Pointer(&regs[0]))); err != nil {
+	if err := ioctlPtr(cpu, kvmSetRegs, unsafe.Pointer(&regs[0])); err != nil {
 		return r, fmt.Errorf("kvm: KVM_SET_REGS: %v", err)
 	}
 
