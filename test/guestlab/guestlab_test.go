@@ -254,6 +254,46 @@ func TestGuestUname(t *testing.T) {
 			t.Errorf("exec after resume = %q", got)
 		}
 	})
+	t.Run("isolation", func(t *testing.T) {
+		// A second sandbox from the same template: it sees none of t's
+		// files (through its fs/ or its own shell), and each writes to its
+		// own copy-on-write disk.
+		d.mustSh(t, "echo 'new u template=base' > ctl")
+		defer d.sh(t, "echo kill > sandboxes/u/ctl")
+		tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+		secret, viaExec := "/tmp/secret-"+tag, "/tmp/exec-"+tag
+		if err := os.WriteFile(filepath.Join(d.mnt, "sandboxes/t/fs"+secret), []byte(tag+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d.mustSh(t, "cd sandboxes/t; echo 'echo "+tag+" > "+viaExec+"' > exec; cat exec")
+		if got := d.mustSh(t, "cd sandboxes/t; echo 'cat "+secret+" "+viaExec+"' > exec; cat exec"); got != tag+"\n"+tag+"\n" {
+			t.Fatalf("t's own files through exec = %q; want %q twice", got, tag)
+		}
+		for _, f := range []string{secret, viaExec} {
+			if _, err := os.Stat(filepath.Join(d.mnt, "sandboxes/u/fs"+f)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("u's fs/ shows t's %s: %v", f, err)
+			}
+		}
+		if got := d.mustSh(t, "cd sandboxes/u; echo 'ls /tmp; cat "+secret+" "+viaExec+" 2>&1; true' > exec; cat exec"); strings.Contains(got, tag+"\n") || strings.Count(got, "No such file") != 2 {
+			t.Errorf("u's shell sees t's files: %q", got)
+		}
+		d.mustSh(t, "cd sandboxes/t; echo 'echo t-"+tag+" > /root/x' > exec; cat exec")
+		if err := os.WriteFile(filepath.Join(d.mnt, "sandboxes/u/fs/root/x"), []byte("u-"+tag+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ id, want string }{{"t", "t-" + tag + "\n"}, {"u", "u-" + tag + "\n"}} {
+			if b, err := os.ReadFile(filepath.Join(d.mnt, "sandboxes", c.id, "fs/root/x")); err != nil || string(b) != c.want {
+				t.Errorf("%s: fs/root/x = %q, %v; want %q", c.id, b, err, c.want)
+			}
+			if got := d.mustSh(t, "cd sandboxes/"+c.id+"; echo 'sync; cat /root/x' > exec; cat exec"); got != c.want {
+				t.Errorf("%s: cat /root/x in the guest = %q; want %q", c.id, got, c.want)
+			}
+		}
+		// Both still run after the checks.
+		if got := d.mustSh(t, "cat sandboxes/t/status sandboxes/u/status"); strings.Count(got, "running") != 2 {
+			t.Errorf("status after isolation checks = %q", got)
+		}
+	})
 	t.Run("vmm killed mid-command", func(t *testing.T) {
 		d.mustSh(t, "echo new v > ctl; echo 'echo started; sleep 60' > sandboxes/v/exec")
 		cat := exec.Command("cat", filepath.Join(d.mnt, "sandboxes/v/exec"))
