@@ -79,6 +79,13 @@ type daemon struct {
 func startDaemon(t testing.TB) *daemon {
 	t.Helper()
 	dir := t.TempDir()
+	// The VMM drops privileges (uid 65534) and must reach its run
+	// directory under dir; t.TempDir makes dir and its parent mode 0700.
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	d := &daemon{mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(bytes.Buffer)}
 	cmd := exec.Command(sandfsBin(), "serve", "--state", filepath.Join(dir, "st"), "--listen", "unix:"+d.sock, "--mount", d.mnt)
 	cmd.Stderr = d.log
