@@ -83,8 +83,16 @@ type store struct {
 
 // openStore creates the layout under dir if needed and takes the lock.
 func openStore(dir string) (*store, error) {
+	// dir and run/ are 0711: a jailed VMM (uid JailUID) must reach its
+	// run/<id> (which it owns) after dropping privileges; it can list
+	// neither, and records/ stays 0700.
 	for _, d := range []string{dir, filepath.Join(dir, recordsName), filepath.Join(dir, runName)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, Errorf(syscall.EIO, "open: %v", err)
+		}
+	}
+	for _, d := range []string{dir, filepath.Join(dir, runName)} {
+		if err := os.Chmod(d, 0o711); err != nil {
 			return nil, Errorf(syscall.EIO, "open: %v", err)
 		}
 	}

@@ -20,7 +20,8 @@ import (
 //
 // Files in Spec.Dir: vmm.sock (control), vmm.sock.json (config),
 // vmm.log (the VMM's stderr), console (serial log), rootfs.cow(.map)
-// (disk changes), vsock.sock (hybrid vsock).
+// (disk changes), vsock.sock (hybrid vsock). As root, Spec.Dir is owned
+// by JailUID/JailGID (see prepareJailDir).
 type VMMRuntime struct {
 	KernelPath   string
 	TemplatesDir string
@@ -31,7 +32,11 @@ type VMMRuntime struct {
 	Cmdline string
 	// Jail confines each VMM; Cgroup is filled per sandbox as
 	// "sandfs/<id>" when CgroupParent is set. NewVMMRuntime turns on
-	// namespaces, seccomp and the cgroup when running as root.
+	// namespaces, seccomp, the cgroup and the drop to JailUID/JailGID
+	// when running as root. With Jail.UID set, Start hands Spec.Dir to
+	// that uid/gid (the VMM rewrites the disk's map file there by
+	// rename) and requires every ancestor of Spec.Dir to be searchable
+	// by it; the template image stays root's and is only read.
 	Jail         vmm.JailConfig
 	CgroupParent string
 }
@@ -43,13 +48,20 @@ func NewVMMRuntime(kernelPath, templatesDir string, log *slog.Logger) *VMMRuntim
 	}
 	r := &VMMRuntime{KernelPath: kernelPath, TemplatesDir: templatesDir, Log: log}
 	if os.Geteuid() == 0 {
-		r.Jail = vmm.JailConfig{Namespaces: true, Seccomp: true}
+		r.Jail = vmm.JailConfig{Namespaces: true, Seccomp: true, UID: JailUID, GID: JailGID}
 		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 			r.CgroupParent = "sandfs"
 		}
 	}
 	return r
 }
+
+// JailUID and JailGID are the unprivileged ids NewVMMRuntime's VMMs run
+// as after setup (nobody/nogroup).
+const (
+	JailUID = 65534
+	JailGID = 65534
+)
 
 var _ Runtime = (*VMMRuntime)(nil)
 
@@ -68,6 +80,9 @@ func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Ma
 		return nil, err
 	}
 	cfg.Restore = snapshot
+	if err := prepareJailDir(s.Dir, cfg.Jail); err != nil {
+		return nil, err
+	}
 	p, err := vmm.Launch(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start vmm: %w", err)
@@ -114,6 +129,47 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 		LogFile: filepath.Join(s.Dir, "vmm.log"),
 		Jail:    jail,
 	}, nil
+}
+
+// prepareJailDir makes dir usable by a VMM that drops to jail.UID/GID:
+// dir is handed to that uid/gid (mode 0700), so that the VMM, after the
+// drop, can write rootfs.cow.map by temp file + rename and snapshots
+// into it; every ancestor must let the uid search it (the VMM resolves
+// those paths after the drop). Files the VMM opens before the drop (the
+// overlay, vsock.sock) and those Launch opens for it (console, vmm.log,
+// the control socket) need nothing. No-op without a uid drop.
+func prepareJailDir(dir string, jail vmm.JailConfig) error {
+	if jail.UID == 0 && jail.GID == 0 {
+		return nil
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return Errorf(syscall.EIO, "new: %v", err)
+	}
+	for a := filepath.Dir(dir); ; a = filepath.Dir(a) {
+		fi, err := os.Stat(a)
+		if err != nil {
+			return Errorf(syscall.EIO, "new: %v", err)
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		mode := fi.Mode().Perm()
+		ok := mode&0o001 != 0 ||
+			st != nil && int(st.Uid) == jail.UID && mode&0o100 != 0 ||
+			st != nil && int(st.Gid) == jail.GID && mode&0o010 != 0
+		if !ok {
+			return Errorf(syscall.EACCES, "new: directory %s (mode %o) not searchable by the VMM's uid %d: run directory %s unreachable after the privilege drop", quote(a), mode, jail.UID, quote(dir))
+		}
+		if a == filepath.Dir(a) {
+			break
+		}
+	}
+	if err := os.Chown(dir, jail.UID, jail.GID); err != nil {
+		return Errorf(syscall.EIO, "new: hand run directory to the VMM's uid: %v", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return Errorf(syscall.EIO, "new: %v", err)
+	}
+	return nil
 }
 
 // vmmMachine is a Machine backed by a VMM process.

@@ -21,6 +21,10 @@ type guestRAM struct {
 	size    uint64
 	regions []boot.RAMRegion
 	file    bool // mapped from a snapshot file
+	// pagemap is /proc/self/pagemap, opened with the RAM (anonymous
+	// only): after a uid drop the process is not dumpable and can no
+	// longer open its own /proc files, but reads on this fd still work.
+	pagemap *os.File
 }
 
 var _ bus.Memory = (*guestRAM)(nil)
@@ -37,6 +41,7 @@ func mapRAM(size uint64, file string) (*guestRAM, error) {
 		if err != nil {
 			return nil, fmt.Errorf("map guest RAM: %w", err)
 		}
+		r.pagemap, _ = os.Open("/proc/self/pagemap") // else SaveMemory opens it
 	} else {
 		f, err := os.Open(file)
 		if err != nil {
@@ -64,6 +69,10 @@ func mapRAM(size uint64, file string) (*guestRAM, error) {
 }
 
 func (r *guestRAM) close() error {
+	if r.pagemap != nil {
+		r.pagemap.Close()
+		r.pagemap = nil
+	}
 	if r.mem == nil {
 		return nil
 	}

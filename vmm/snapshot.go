@@ -44,11 +44,13 @@ func (m *Machine) SaveMemory(path string) error {
 	}
 	var present func(page int) bool
 	if !m.ram.file {
-		pm, err := os.Open("/proc/self/pagemap")
-		if err != nil {
-			return fmt.Errorf("save memory: %w", err)
+		pm := m.ram.pagemap // opened before any privilege drop
+		if pm == nil {
+			if pm, err = os.Open("/proc/self/pagemap"); err != nil {
+				return fmt.Errorf("save memory: %w", err)
+			}
+			defer pm.Close()
 		}
-		defer pm.Close()
 		ents := make([]byte, 8*(len(mem)/pageSize))
 		base := int64(uintptr(unsafe.Pointer(&mem[0])) / pageSize * 8)
 		if _, err := pm.ReadAt(ents, base); err != nil {
