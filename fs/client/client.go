@@ -15,13 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/fs/ninep"
 )
 
 // DefaultAddr is the daemon's default 9P socket.
@@ -44,14 +45,9 @@ type Client struct {
 // Dial connects to addr ("unix:PATH" or "tcp:HOST:PORT") and attaches
 // with token as the attach name ("" on the unix socket).
 func Dial(ctx context.Context, addr, token string) (*Client, error) {
-	network, address, ok := strings.Cut(addr, ":")
-	if !ok || (network != "unix" && network != "tcp") {
-		return nil, fmt.Errorf("dial: bad address %q (want unix:PATH or tcp:HOST:PORT)", addr)
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, address)
+	c, err := ninep.DialAddr(ctx, addr)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)

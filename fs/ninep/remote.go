@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"net"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,14 +32,9 @@ type Remote struct {
 // Dial connects to addr, "unix:PATH" or "tcp:HOST:PORT", and attaches
 // with aname token ("" for none).
 func Dial(ctx context.Context, addr, token string) (*Remote, error) {
-	network, address, ok := strings.Cut(addr, ":")
-	if !ok || (network != "unix" && network != "tcp") {
-		return nil, fmt.Errorf("dial: bad address %q (want unix:PATH or tcp:HOST:PORT)", addr)
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, address)
+	c, err := DialAddr(ctx, addr)
 	if err != nil {
-		return nil, fmt.Errorf("dial: %w", err)
+		return nil, err
 	}
 	r, err := NewRemote(c, token)
 	if err != nil {
