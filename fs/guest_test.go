@@ -542,7 +542,7 @@ func TestCLIExitCode(t *testing.T) {
 	build := exec.Command("go", "build", "-o", bin, "sandfs/tools/sandfs")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Skipf("cannot build sandfs here: %v\n%s", err, out)
+		t.Fatalf("go build sandfs: %v\n%s", err, out)
 	}
 	e := newGuestEnv(t, false)
 	e.newSandbox(t, "t")
