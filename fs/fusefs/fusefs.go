@@ -244,24 +244,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if err != nil {
 		return nil, errno(err)
 	}
-	a, err := c.Stat(ctx)
-	if err != nil {
-		return nil, errno(err)
-	}
-	p := path.Join(n.path, name)
-	ino := n.m.ino(p)
-	fillAttr(a, ino, &out.Attr)
-	mode := uint32(syscall.S_IFREG)
-	if a.Mode.IsDir() {
-		mode = syscall.S_IFDIR
-	}
-	ch := n.NewInode(ctx, &node{m: n.m, path: p, n: c}, gofs.StableAttr{Mode: mode, Ino: ino})
-	if cn, ok := ch.Operations().(*node); ok {
-		cn.mu.Lock()
-		cn.n = c // an existing inode serves the node just found
-		cn.mu.Unlock()
-	}
-	return ch, 0
+	return n.child(ctx, name, c, out)
 }
 
 // Opendir implements gofs.NodeOpendirer.
@@ -345,7 +328,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	return &handle{h: h, path: n.path}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// child makes the inode of c, just created as name in n.
+// child makes the inode of c, just looked up or created as name in n; an
+// existing inode for that path is pointed at c.
 func (n *node) child(ctx context.Context, name string, c sfs.Node, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	a, err := c.Stat(ctx)
 	if err != nil {
@@ -361,7 +345,7 @@ func (n *node) child(ctx context.Context, name string, c sfs.Node, out *fuse.Ent
 	ch := n.NewInode(ctx, &node{m: n.m, path: p, n: c}, gofs.StableAttr{Mode: mode, Ino: ino})
 	if cn, ok := ch.Operations().(*node); ok {
 		cn.mu.Lock()
-		cn.n = c
+		cn.n = c // an existing inode serves the node just found
 		cn.mu.Unlock()
 	}
 	return ch, 0
