@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -101,7 +102,7 @@ func Parse(msg []byte, t Table) (Command, error) {
 			c.Args = append(c.Args, w)
 			continue
 		}
-		if !contains(v.Keys, k) {
+		if !slices.Contains(v.Keys, k) {
 			return Command{}, Errorf(syscall.EINVAL, "%s: unknown key %s", v.Name, quote(w))
 		}
 		if _, dup := c.Keys[k]; dup {
@@ -180,15 +181,6 @@ func Quote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // String returns the command as a message Parse accepts (without newline).
