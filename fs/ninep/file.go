@@ -62,9 +62,6 @@ func (f *file) qid(a sfs.Attr) p9.QID {
 
 // Walk implements p9.File.Walk; p9 calls it with zero or one name.
 func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
-	if len(names) == 0 {
-		return nil, &file{c: f.c, path: f.path, node: f.node}, nil
-	}
 	var qs []p9.QID
 	cur := &file{c: f.c, path: f.path, node: f.node}
 	for _, name := range names {
