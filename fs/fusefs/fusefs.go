@@ -298,10 +298,9 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 			}
 			return n.Getattr(ctx, fh, out)
 		}
-	}
-	if sz, ok := in.GetSize(); ok && sz != 0 {
-		return syscall.EPERM
-	} else if ok {
+		if sz != 0 {
+			return syscall.EPERM
+		}
 		if _, isDir := nd.(sfs.Dir); isDir {
 			return syscall.EISDIR
 		}
