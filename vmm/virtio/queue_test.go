@@ -24,7 +24,7 @@ var _ bus.Memory = flatMem(nil)
 // or errors, never panic or loop, and a chain's buffers must be RAM.
 func TestRandomRings(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	for iter := range 200 {
+	for range 200 {
 		mem := make(flatMem, 1<<16)
 		for i := range mem {
 			mem[i] = byte(r.Uint32())
@@ -57,6 +57,5 @@ func TestRandomRings(t *testing.T) {
 			q.Push(c.Head, c.Written())
 			q.NeedInterrupt()
 		}
-		_ = iter
 	}
 }
