@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"sandfs/vmm/tailbuf"
 )
 
 // Process is a running `sandfs vmm` process, as the daemon sees it. Its
@@ -33,7 +35,7 @@ type Process struct {
 	done    chan struct{} // closed once the process has been reaped
 	reason  ExitReason    // valid after done
 	err     error         // valid after done
-	stderr  *tailBuffer
+	stderr  *tailbuf.Buffer
 	logFile *os.File // the VMM's stderr log, closed after the process is reaped
 }
 
@@ -114,7 +116,7 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	cmd.ExtraFiles = extra
 	cmd.Stdin = nil
 	cmd.Stdout = nil
-	p = &Process{cmd: cmd, cfg: cfg, done: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
+	p = &Process{cmd: cmd, cfg: cfg, done: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}}
 	var logw io.Writer = p.stderr
 	if cfg.LogFile != "" {
 		lf, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
@@ -192,7 +194,7 @@ func (p *Process) reap() {
 			case codeCrash:
 				p.reason, p.err = ExitCrash, errors.New("vmm: guest crashed")
 			default:
-				p.err = fmt.Errorf("vmm exited with status %d: %s", ws.ExitStatus(), p.stderr.lastError())
+				p.err = fmt.Errorf("vmm exited with status %d: %s", ws.ExitStatus(), lastError(p.stderr.String()))
 			}
 		}
 	}
@@ -370,32 +372,10 @@ func (p *Process) Reason() ExitReason {
 	}
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
-
-// lastError is the last "vmm: " line that is not the exit-reason line.
-func (t *tailBuffer) lastError() string {
-	lines := strings.Split(strings.TrimSpace(t.String()), "\n")
+// lastError is the last "vmm: " line of stderr that is not the
+// exit-reason line.
+func lastError(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if strings.HasPrefix(lines[i], "vmm: ") && !strings.HasPrefix(lines[i], "vmm: exit reason=") {
 			return strings.TrimPrefix(lines[i], "vmm: ")

@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"sandfs/vmm/tailbuf"
 )
 
 //go:embed init.sh
@@ -307,7 +309,7 @@ func runOnce(ctx context.Context, o Options) (res Result, err error, retry bool)
 		console = f
 		res.ConsoleLog = consolePath
 	}
-	consoleTail := &tailBuffer{max: 8192}
+	consoleTail := &tailbuf.Buffer{Max: 8192}
 	console = io.MultiWriter(console, consoleTail)
 
 	accel := "tcg"
@@ -439,29 +441,6 @@ func (s *statusWriter) Write(p []byte) (int, error) {
 		s.once.Do(s.onLine)
 	}
 	return s.buf.Write(p)
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
 
 func envInt(k string, def int) int {
