@@ -112,7 +112,6 @@ func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 			if mc.Initrd, err = mapFile(cfg.Initrd); err != nil {
 				return ExitError, fmt.Errorf("read initrd: %w", err)
 			}
-
 		}
 	}
 	m, err := NewMachine(mc)
@@ -148,7 +147,6 @@ func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 		if mc.Initrd != nil {
 			unix.Munmap(mc.Initrd)
 		}
-		mc.Kernel, mc.Initrd = nil, nil
 		m.cfg.Kernel, m.cfg.Initrd = nil, nil
 	}
 	srv := &controlServer{m: m, cfg: cfg, stopped: make(chan struct{})}
