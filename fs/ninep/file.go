@@ -122,21 +122,24 @@ func toP9Attr(a sfs.Attr) p9.Attr {
 	}
 }
 
-// SetAttr implements p9.File.SetAttr. Only truncation to 0 is accepted
+// SetAttr implements p9.File.SetAttr. A size change goes to a
+// sfs.Truncater; elsewhere only truncation to 0 of a file is accepted
 // (and ignored), as `echo msg > file` asks for it on a message file.
+// Time changes are ignored; mode and owner changes are EPERM.
 func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
-	if t, ok := f.node.(sfs.Truncater); ok && valid.Size && !valid.Permissions && !valid.UID && !valid.GID {
-		return errno(t.Truncate(f.c.ctx, int64(attr.Size)))
+	if valid.Permissions || valid.UID || valid.GID {
+		return linux.EPERM
 	}
-	if valid.Size && attr.Size == 0 && !valid.Permissions && !valid.UID && !valid.GID {
-		if _, ok := f.node.(sfs.Dir); !ok {
-			return nil
-		}
-	}
-	if valid.Empty() || (!valid.Size && !valid.Permissions && !valid.UID && !valid.GID) {
+	if !valid.Size {
 		return nil // times only: ignored
 	}
-	return linux.EPERM
+	if t, ok := f.node.(sfs.Truncater); ok {
+		return errno(t.Truncate(f.c.ctx, int64(attr.Size)))
+	}
+	if _, ok := f.node.(sfs.Dir); ok || attr.Size != 0 {
+		return linux.EPERM
+	}
+	return nil
 }
 
 // Open implements p9.File.Open.
