@@ -3,7 +3,6 @@ package vmm
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 )
 
@@ -65,12 +64,7 @@ func SelfInitramfs() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("self initramfs: %w", err)
 	}
-	f, err := os.Open(exe)
-	if err != nil {
-		return nil, fmt.Errorf("self initramfs: %w", err)
-	}
-	defer f.Close()
-	bin, err := io.ReadAll(f)
+	bin, err := os.ReadFile(exe)
 	if err != nil {
 		return nil, fmt.Errorf("self initramfs: %w", err)
 	}
