@@ -76,7 +76,9 @@ func (o *onceAttr) take() (Attr, bool) {
 
 func guestPath(names []string) string { return strings.Join(names, "/") }
 
-func fromP9(a p9.Attr) Attr {
+// FromP9Attr is the Attr of a 9P file with attributes a (a guest's files,
+// a remote tree's).
+func FromP9Attr(a p9.Attr) Attr {
 	mode := iofs.FileMode(a.Mode.Permissions())
 	if a.Mode.IsDir() {
 		mode |= iofs.ModeDir
@@ -163,11 +165,11 @@ func (g *guestLink) lookup(ctx context.Context, names []string) (Node, error) {
 		}
 		if a.Mode.IsDir() {
 			d := &guestDir{g: g, names: names}
-			d.attr.a, d.attr.set = fromP9(a), true
+			d.attr.a, d.attr.set = FromP9Attr(a), true
 			return d, nil
 		}
 		f := &guestFile{g: g, names: names}
-		f.attr.a, f.attr.set = fromP9(a), true
+		f.attr.a, f.attr.set = FromP9Attr(a), true
 		return f, nil
 	}
 }
@@ -192,7 +194,7 @@ func (g *guestLink) statNode(ctx context.Context, names []string) (Attr, error) 
 	if err != nil {
 		return Attr{}, err
 	}
-	return fromP9(a), nil
+	return FromP9Attr(a), nil
 }
 
 // Lookup implements Dir.Lookup.

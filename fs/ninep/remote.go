@@ -105,18 +105,6 @@ func toErrno(err error) error {
 	return fmt.Errorf("%w: %v", syscall.EIO, err)
 }
 
-func fromP9Attr(a p9.Attr) sfs.Attr {
-	mode := iofs.FileMode(a.Mode.Permissions())
-	if a.Mode.IsDir() {
-		mode |= iofs.ModeDir
-	}
-	return sfs.Attr{
-		Mode:  mode,
-		Size:  int64(a.Size),
-		Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds)),
-	}
-}
-
 // remoteNode is what remote files and directories share: a path.
 type remoteNode struct {
 	r     *Remote
@@ -146,13 +134,13 @@ func (n *remoteNode) walk() (p9.File, sfs.Attr, error) {
 			f.Close()
 			return nil, sfs.Attr{}, toErrno(err)
 		}
-		return f, fromP9Attr(a), nil
+		return f, sfs.FromP9Attr(a), nil
 	}
 	_, f, _, a, err := n.r.root.WalkGetAttr(n.names)
 	if err != nil {
 		return nil, sfs.Attr{}, toErrno(err)
 	}
-	return f, fromP9Attr(a), nil
+	return f, sfs.FromP9Attr(a), nil
 }
 
 // Stat implements fs.Node.Stat with a fresh getattr.
