@@ -241,6 +241,9 @@ func (m *Machine) Restore(st *State) error {
 	if st.Version != StateVersion {
 		return fmt.Errorf("restore: state version %d, want %d", st.Version, StateVersion)
 	}
+	if len(st.VCPUs) != st.CPUs {
+		return fmt.Errorf("restore: state names %d vCPUs but holds %d", st.CPUs, len(st.VCPUs))
+	}
 	if st.MemBytes != m.cfg.MemBytes || st.CPUs != len(m.vcpus) {
 		return fmt.Errorf("restore: state is for %d bytes and %d vCPUs, machine has %d and %d",
 			st.MemBytes, st.CPUs, m.cfg.MemBytes, len(m.vcpus))
