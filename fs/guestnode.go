@@ -86,6 +86,33 @@ func FromP9Attr(a p9.Attr) Attr {
 	return Attr{Mode: mode, Size: int64(a.Size), Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds))}
 }
 
+// ListP9 reads the whole of the open 9P directory f, count bytes per
+// Treaddir, as Dirents without "." and "..".
+func ListP9(f p9.File, count uint32) ([]Dirent, error) {
+	var out []Dirent
+	var off uint64
+	for {
+		ds, err := f.Readdir(off, count)
+		if err != nil {
+			return nil, err
+		}
+		if len(ds) == 0 {
+			return out, nil
+		}
+		for _, e := range ds {
+			off = e.Offset
+			if e.Name == "." || e.Name == ".." {
+				continue
+			}
+			var m iofs.FileMode
+			if e.Type == p9.TypeDir {
+				m = iofs.ModeDir
+			}
+			out = append(out, Dirent{Name: e.Name, Mode: m})
+		}
+	}
+}
+
 // stat walks names on s and returns their attributes (the fid is clunked).
 func (g *guestLink) stat(ctx context.Context, s *guestSession, names []string) (p9.Attr, error) {
 	var a p9.Attr
@@ -218,27 +245,8 @@ func (d *guestDir) List(ctx context.Context) ([]Dirent, error) {
 		if _, _, err := f.Open(p9.ReadOnly); err != nil {
 			return err
 		}
-		var off uint64
-		for {
-			ds, err := f.Readdir(off, 1<<16)
-			if err != nil {
-				return err
-			}
-			if len(ds) == 0 {
-				return nil
-			}
-			for _, e := range ds {
-				off = e.Offset
-				if e.Name == "." || e.Name == ".." {
-					continue
-				}
-				var m iofs.FileMode
-				if e.Type == p9.TypeDir {
-					m = iofs.ModeDir
-				}
-				out = append(out, Dirent{Name: e.Name, Mode: m})
-			}
-		}
+		out, err = ListP9(f, 1<<16)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"sync"
 	"syscall"
 	"time"
@@ -177,28 +176,11 @@ func (n *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
 	if _, _, err := f.Open(p9.ReadOnly); err != nil {
 		return nil, toErrno(err)
 	}
-	var out []sfs.Dirent
-	var off uint64
-	for {
-		ds, err := f.Readdir(off, 256)
-		if err != nil {
-			return nil, toErrno(err)
-		}
-		if len(ds) == 0 {
-			return out, nil
-		}
-		for _, d := range ds {
-			off = d.Offset
-			if d.Name == "." || d.Name == ".." {
-				continue
-			}
-			var m iofs.FileMode
-			if d.Type == p9.TypeDir {
-				m = iofs.ModeDir
-			}
-			out = append(out, sfs.Dirent{Name: d.Name, Mode: m})
-		}
+	out, err := sfs.ListP9(f, 256)
+	if err != nil {
+		return nil, toErrno(err)
 	}
+	return out, nil
 }
 
 // Open implements fs.Opener.Open.
