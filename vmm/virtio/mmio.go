@@ -307,8 +307,15 @@ func (t *Transport) WriteMMIO(off uint64, data []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q := t.selected()
-	// Queue and feature registers are frozen once the driver is running.
-	setup := t.status&StatusDriverOK == 0
+	// Queue and feature registers are written only while the driver sets
+	// the device up: from reset until DRIVER_OK (or FAILED), and then
+	// frozen until the next reset, so the rings a live device's goroutines
+	// use never change under them (§4.2.2.2: the driver MUST NOT access
+	// the queue registers while QueueReady is set). Writes outside that
+	// window are ignored; QueueReady reads back what the device uses. A
+	// driver stopping one queue while live (QueueReady = 0, §4.2.3.2) is
+	// therefore refused too: it must reset the device.
+	setup := t.status&(StatusDriverOK|StatusFailed) == 0
 	switch off {
 	case regDeviceFeaturesSel:
 		t.devFeatSel = v
@@ -350,28 +357,86 @@ func (t *Transport) selected() *Queue {
 	return nil
 }
 
-// setStatus handles a Status write (§3.1.1, §4.2.3.1). t.mu is held.
+// statusKnown are the Status bits a driver may write; statusNeeds maps
+// each to the bit that must already be set (or set in the same write)
+// for it to be accepted: the initialization order of §3.1.1.
+const statusKnown = StatusAcknowledge | StatusDriver | StatusFeaturesOK | StatusDriverOK | StatusFailed
+
+var statusNeeds = [...]struct{ bit, needs uint32 }{
+	{StatusDriver, StatusAcknowledge},
+	{StatusFeaturesOK, StatusDriver},
+	{StatusDriverOK, StatusFeaturesOK},
+}
+
+// setStatus handles a Status write (§2.1, §3.1.1, §4.2.3.1). t.mu is held.
+//
+// Between two resets the status only gains bits, in order:
+//
+//	0 ─▶ ACKNOWLEDGE ─▶ DRIVER ─▶ FEATURES_OK ─▶ DRIVER_OK
+//	any state ─▶ + FAILED (the driver gave up: the device stops)
+//	any state ─▶ 0 (reset: device stopped, queues and features forgotten)
+//
+// A write of 0 resets. A write that adds FAILED stops the device and
+// keeps the other bits. Any other write must keep every bit already set
+// (§2.1.1: the driver MUST NOT clear a device status bit), add only known
+// bits and respect the order; otherwise it is ignored and Status reads
+// back unchanged. FEATURES_OK is accepted only for a valid feature set.
+// So DRIVER_OK is accepted at most once per reset and the device is
+// activated at most once: a driver that clears DRIVER_OK, changes the
+// queues and sets it again gets nothing. The refusals are logged (the
+// VMM's log handler rate-limits them; a guest repeats them at will).
 func (t *Transport) setStatus(v uint32) {
 	if v == 0 {
 		t.reset()
 		return
 	}
 	old := t.status
+	v &^= StatusDeviceNeedsReset // the device's bit, never the driver's
+	if v&StatusFailed != 0 {
+		if old&StatusFailed == 0 {
+			t.status = old | StatusFailed
+			t.stop()
+		}
+		return
+	}
+	if why := statusRefused(old, v); why != "" {
+		slog.Warn("virtio: status write refused", "id", t.dev.ID(), "line", t.line,
+			"status", fmt.Sprintf("%#x", old), "write", fmt.Sprintf("%#x", v), "why", why)
+		return
+	}
 	if v&StatusFeaturesOK != 0 && old&StatusFeaturesOK == 0 {
 		f := t.driverFeatures
 		if f&^t.offered() != 0 || f&Bit(FVersion1) == 0 {
-			// Refuse: the driver re-reads Status and sees FEATURES_OK clear.
-			slog.Warn("virtio: features refused", "id", t.dev.ID(), "driver", fmt.Sprintf("%#x", f), "offered", fmt.Sprintf("%#x", t.offered()))
-			v &^= StatusFeaturesOK
+			// Refuse: the driver re-reads Status and sees FEATURES_OK
+			// clear (§3.1.1 step 6); DRIVER_OK cannot come with it.
+			slog.Warn("virtio: features refused", "id", t.dev.ID(), "line", t.line,
+				"driver", fmt.Sprintf("%#x", f), "offered", fmt.Sprintf("%#x", t.offered()))
+			v &^= StatusFeaturesOK | StatusDriverOK
 		}
 	}
-	t.status = v &^ StatusDeviceNeedsReset
-	if v&StatusDriverOK != 0 && old&StatusDriverOK == 0 && v&StatusFeaturesOK != 0 {
+	t.status = v
+	if v&StatusDriverOK != 0 && old&StatusDriverOK == 0 {
 		if err := t.activate(); err != nil {
-			t.needsReset.Store(true)
-			slog.Warn("virtio: activate", "id", t.dev.ID(), "err", err)
+			t.Fail(fmt.Errorf("activate: %w", err))
 		}
 	}
+}
+
+// statusRefused says why the driver may not move Status from old to v (a
+// non-zero write without FAILED), or "" if it may.
+func statusRefused(old, v uint32) string {
+	if v&^statusKnown != 0 {
+		return "unknown bits"
+	}
+	if old&^v != 0 {
+		return "clears a bit without a reset"
+	}
+	for _, n := range statusNeeds {
+		if v&n.bit != 0 && v&n.needs == 0 {
+			return "out of order"
+		}
+	}
+	return ""
 }
 
 // activate maps the queues and starts the device. t.mu is held.
@@ -389,11 +454,20 @@ func (t *Transport) activate() error {
 	return nil
 }
 
-// reset returns the transport to its initial state (§2.4). t.mu is held.
-func (t *Transport) reset() {
+// stop stops a live device's goroutines (waiting for them); the queue
+// registers and the status stay as they are until the driver resets.
+// t.mu is held.
+func (t *Transport) stop() {
 	if t.live.Swap(false) {
 		t.dev.Reset()
 	}
+}
+
+// reset returns the transport to its initial state (§2.4, §4.2.2.1: the
+// device stopped, Status, InterruptStatus and every QueueReady 0, the
+// queues and the negotiated features forgotten). t.mu is held.
+func (t *Transport) reset() {
+	t.stop()
 	t.status, t.devFeatSel, t.drvFeatSel, t.driverFeatures, t.queueSel = 0, 0, 0, 0, 0
 	for _, q := range t.queues {
 		*q = Queue{Max: q.Max}
@@ -413,7 +487,5 @@ func (t *Transport) Close() {
 	t.Resume()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.live.Swap(false) {
-		t.dev.Reset()
-	}
+	t.stop()
 }

@@ -16,8 +16,9 @@ import (
 
 // echo copies each chain's readable bytes into its writable buffers.
 type echo struct {
-	kick virtio.Kick
-	run  virtio.Runner
+	kick        virtio.Kick
+	run         virtio.Runner
+	activations atomic.Int32 // Activate calls
 }
 
 func (e *echo) ID() uint32                          { return 42 }
@@ -28,6 +29,7 @@ func (e *echo) WriteConfig(off uint64, data []byte) {}
 func (e *echo) Notify(int)                          { e.kick.Kick() }
 func (e *echo) Reset()                              { e.run.Stop() }
 func (e *echo) Activate(t *virtio.Transport) error {
+	e.activations.Add(1)
 	q := t.Queue(0)
 	e.run.Go(func(stop <-chan struct{}) {
 		t.Loop(stop, e.kick, func() bool {
