@@ -20,6 +20,8 @@ type Plane struct {
 	st  *store
 	rt  Runtime // may be nil
 	log *slog.Logger
+	// noRuntime says why rt is nil, for the ENODEV text of creations.
+	noRuntime string
 
 	// ctx lives until Close; creation and watcher goroutines use it.
 	ctx    context.Context
@@ -203,13 +205,25 @@ func (p *Plane) Clone(ctx context.Context) (*Sandbox, error) {
 	return s, nil
 }
 
+// SetNoRuntimeReason records why this Plane has no runtime (for example the
+// host probe's verdict); creations then fail with ENODEV and that reason.
+func (p *Plane) SetNoRuntimeReason(why string) { p.noRuntime = why }
+
+func (p *Plane) noRuntimeErr(verb string) error {
+	why := p.noRuntime
+	if why == "" {
+		why = "sandboxes cannot be created by this daemon"
+	}
+	return Errorf(syscall.ENODEV, "%s: no VMM runtime configured: %s", verb, why)
+}
+
 // create registers a sandbox in state new, called id or a generated id.
 // verb names the request in error texts.
 func (p *Plane) create(id string, cfg Config, verb string) (*Sandbox, error) {
 	if p.rt == nil {
 		// Refuse before anything exists: a sandbox that can never
 		// start is not worth reserving.
-		return nil, Errorf(syscall.ENODEV, "%s: no VMM runtime configured: sandboxes cannot be created by this daemon", verb)
+		return nil, p.noRuntimeErr(verb)
 	}
 	p.mu.Lock()
 	if p.closed {

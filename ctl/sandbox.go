@@ -375,7 +375,7 @@ func (s *Sandbox) launch(verb string) (uint64, error) {
 		return 0, s.busy(verb, "new")
 	}
 	if p.rt == nil {
-		return 0, Errorf(syscall.ENODEV, "%s: no VMM runtime configured: sandboxes cannot be created by this daemon", verb)
+		return 0, p.noRuntimeErr(verb)
 	}
 	s.mu.Lock()
 	s.cfg = s.cfg.Defaults()

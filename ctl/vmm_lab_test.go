@@ -12,31 +12,27 @@ import (
 	"testing"
 	"time"
 
-	"sandfs/vmm/kvm"
+	"sandfs/test/testenv"
 )
 
 // TestVMMRuntime boots the base template through the real VMM (lab only):
 // the guest agent comes up on the rootfs disk and answers over the hybrid
 // vsock; pause, resume and stop work; no error after stop.
 func TestVMMRuntime(t *testing.T) {
-	if ok, why := kvm.Available(); !ok {
-		if os.Getenv("SANDFS_LAB") == "1" {
-			t.Fatalf("SANDFS_LAB=1 but KVM is unusable: %s", why)
+	testenv.NeedGuests(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(k, rel string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
 		}
-		t.Skipf("needs KVM: %s", why)
+		return filepath.Join(root, rel)
 	}
-	kernel, templates := os.Getenv("SANDFS_KERNEL"), os.Getenv("SANDFS_TEMPLATES")
-	bin := os.Getenv("SANDFS_BIN") // else <repo>/bin/sandfs, the repo being where the kernel is built
-	if bin == "" {
-		bin = filepath.Join(filepath.Dir(filepath.Dir(kernel)), "bin", "sandfs")
-	}
+	kernel, templates, bin := env("SANDFS_KERNEL", "build/vmlinuz"), env("SANDFS_TEMPLATES", "build/templates"), env("SANDFS_BIN", "bin/sandfs")
 	for _, p := range []string{kernel, filepath.Join(templates, "base.ext4"), bin} {
-		if _, err := os.Stat(p); err != nil {
-			if os.Getenv("SANDFS_LAB") == "1" {
-				t.Fatalf("missing %q: %v", p, err)
-			}
-			t.Skipf("missing %q (make kernel template build)", p)
-		}
+		testenv.NeedFile(t, p, "make build kernel template")
 	}
 	r := NewVMMRuntime(kernel, templates, nil)
 	r.Binary = bin

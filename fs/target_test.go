@@ -21,6 +21,7 @@ import (
 	sfs "sandfs/fs"
 	"sandfs/fs/fusefs"
 	"sandfs/fs/ninep"
+	"sandfs/test/testenv"
 )
 
 // target is one way to reach the tree: in-process, a FUSE mount, a 9P
@@ -70,7 +71,7 @@ func newEnv(t testing.TB, dir string) *env {
 	return &env{plane: p, tree: sfs.New(p, nil), dir: dir}
 }
 
-// needFUSE skips unless root and /dev/fuse are available (fails in the lab).
+// needFUSE needs root and /dev/fuse (testenv.Need: fails under CI and in the lab).
 func needFUSE(t testing.TB) {
 	t.Helper()
 	why := ""
@@ -84,10 +85,7 @@ func needFUSE(t testing.TB) {
 	if why == "" {
 		return
 	}
-	if os.Getenv("SANDFS_LAB") == "1" {
-		t.Fatalf("FUSE unavailable in the lab: %s", why)
-	}
-	t.Skipf("FUSE unavailable: %s", why)
+	testenv.Need(t, false, "FUSE: "+why)
 }
 
 // --- in-process ---

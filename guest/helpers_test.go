@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/test/testenv"
 )
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (setuid, chown, ptys as other users)")
-	}
+	testenv.Need(t, os.Geteuid() == 0, "needs root (setuid, chown, ptys as other users)")
 }
 
 // testServer is a Server on a temp root, reached through unix socket

@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"sandfs/test/testenv"
 )
 
 // TestInitDuties runs the init duties for real, as PID 1 of fresh mount,
@@ -41,7 +43,7 @@ func TestInitDuties(t *testing.T) {
 	_, err = getReaper().start(os.Args[0], []string{os.Args[0], "-test.run=^TestInitDuties$"}, attr, func(ws unix.WaitStatus) { exited <- ws })
 	w.Close()
 	if err != nil {
-		t.Skipf("cannot create namespaces: %v", err)
+		testenv.Need(t, false, fmt.Sprintf("cannot create namespaces: %v", err))
 	}
 	out, _ := io.ReadAll(r)
 	ws := <-exited

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sandfs/test/testenv"
 )
 
 // launchConfig is a VMM process config for the test guest in dir.
@@ -154,9 +156,7 @@ func TestLaunchSeccompKill(t *testing.T) {
 }
 
 func TestLaunchConfined(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root for namespaces and cgroups")
-	}
+	testenv.Need(t, os.Getuid() == 0, "needs root for namespaces and cgroups")
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	cfg := launchConfig(t, dir, "forever")

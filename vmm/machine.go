@@ -146,9 +146,9 @@ func NewMachine(cfg MachineConfig) (m *Machine, err error) {
 	if m.sys, err = kvm.Open(cfg.KVMPath); err != nil {
 		return nil, err
 	}
-	for _, c := range []int{kvm.CapIRQChip, kvm.CapUserMemory, kvm.CapPIT2, kvm.CapImmediateExit, kvm.CapXSave, kvm.CapVCPUEvents} {
-		if m.sys.CheckExtension(c) == 0 {
-			return nil, fmt.Errorf("new machine: KVM lacks capability %d", c)
+	for _, c := range kvm.Required {
+		if m.sys.CheckExtension(c.Cap) == 0 {
+			return nil, fmt.Errorf("new machine: KVM lacks %s", c.Name)
 		}
 	}
 	if m.vm, err = m.sys.CreateVM(); err != nil {

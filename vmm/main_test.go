@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"sandfs/vmm/kvm"
+	"sandfs/test/testenv"
 )
 
 // TestMain doubles as the guest's /init (the test binary is copied into the
@@ -30,16 +30,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// needKVM skips without a usable /dev/kvm, except in the lab
-// (SANDFS_LAB=1), where that is a failure.
+// needKVM hands the test to the lab unless the host probe says guests run
+// natively here (testenv.NeedGuests).
 func needKVM(t *testing.T) {
 	t.Helper()
-	if ok, why := kvm.Available(); !ok {
-		if os.Getenv("SANDFS_LAB") == "1" {
-			t.Fatalf("SANDFS_LAB=1 but KVM is unusable: %s", why)
-		}
-		t.Skipf("needs KVM (run in the lab: bin/sandfs lab -- ...): %s", why)
-	}
+	testenv.NeedGuests(t)
 }
 
 func kernelPath(t *testing.T) string {
@@ -48,12 +43,7 @@ func kernelPath(t *testing.T) string {
 	if p == "" {
 		p, _ = filepath.Abs("../build/vmlinuz")
 	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SANDFS_LAB") == "1" {
-			t.Fatalf("no kernel: %v", err)
-		}
-		t.Skipf("no kernel (make kernel): %v", err)
-	}
+	testenv.NeedFile(t, p, "make kernel")
 	return p
 }
 

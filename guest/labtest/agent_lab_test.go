@@ -20,8 +20,8 @@ import (
 	"github.com/hugelgupf/p9/p9"
 
 	"sandfs/guest"
+	"sandfs/test/testenv"
 	"sandfs/vmm"
-	"sandfs/vmm/kvm"
 )
 
 // TestMain doubles as the `sandfs vmm` process that vmm.Launch starts.
@@ -34,15 +34,10 @@ func TestMain(m *testing.M) {
 
 const bootTimeout = 3 * time.Minute // nested KVM under TCG is slow
 
+// need fails (under CI or in the lab) or skips when a built file is missing.
 func need(t *testing.T, what string, err error) {
 	t.Helper()
-	if err == nil {
-		return
-	}
-	if os.Getenv("SANDFS_LAB") == "1" {
-		t.Fatalf("SANDFS_LAB=1 but %s: %v", what, err)
-	}
-	t.Skipf("needs %s (run in the lab): %v", what, err)
+	testenv.Need(t, err == nil, fmt.Sprintf("needs %s: %v", what, err))
 }
 
 func file(env, rel string) string {
@@ -63,9 +58,7 @@ type vm struct {
 // bootVM boots the template and returns the agent's root over vsock.
 func bootVM(t *testing.T, extraCmdline string) (*vm, p9.File) {
 	t.Helper()
-	if ok, why := kvm.Available(); !ok {
-		need(t, "KVM", fmt.Errorf("%s", why))
-	}
+	testenv.NeedGuests(t)
 	kernel := file("SANDFS_KERNEL", "build/vmlinuz")
 	_, err := os.Stat(kernel)
 	need(t, "a kernel (make kernel)", err)

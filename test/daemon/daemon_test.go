@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sandfs/test/testenv"
 )
 
 func needRootFUSE(t *testing.T) {
@@ -32,10 +34,7 @@ func needRootFUSE(t *testing.T) {
 	if why == "" {
 		return
 	}
-	if os.Getenv("SANDFS_LAB") == "1" {
-		t.Fatalf("FUSE unavailable in the lab: %s", why)
-	}
-	t.Skipf("FUSE unavailable: %s", why)
+	testenv.Need(t, false, "FUSE: "+why)
 }
 
 // buildSandfs builds bin/sandfs into a temporary directory, or uses

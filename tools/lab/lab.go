@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/vmm/probe"
 	"sandfs/vmm/tailbuf"
 )
 
@@ -314,7 +315,7 @@ func runOnce(ctx context.Context, o Options) (res Result, err error, retry bool)
 
 	accel := "tcg"
 	cpu := "max"
-	if p := ProbeCached(); p.Native {
+	if probe.Cached().Native {
 		accel, cpu = "kvm", "host"
 	}
 	res.Accel = accel

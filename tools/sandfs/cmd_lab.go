@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sandfs/tools/lab"
+	"sandfs/vmm/probe"
 )
 
 func init() {
@@ -125,15 +126,8 @@ func envPort(k string, def int) int {
 }
 
 func runProbe(args []string) int {
-	p := lab.Probe()
-	mode := "lab"
-	if p.Native {
-		mode = "native"
-	}
-	fmt.Printf("%s: %s\n", mode, p.Reason)
-	if p.Guest != nil {
-		fmt.Printf("test guest: %.3g loop iter/s, %.3g PIO exits/s\n", p.Guest.LoopsPerSec(), p.Guest.ExitsPerSec())
-	}
+	p := probe.Probe()
+	fmt.Println(p)
 	if len(args) > 0 && args[0] == "-q" {
 		if p.Native {
 			return 0

@@ -20,6 +20,7 @@ import (
 	sfs "sandfs/fs"
 	"sandfs/fs/fusefs"
 	"sandfs/fs/ninep"
+	"sandfs/vmm/probe"
 )
 
 func init() {
@@ -31,6 +32,17 @@ type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// besideBinary is rel in the checkout that holds this executable
+// (<repo>/bin/sandfs, so <repo>/rel): make build and the lab's
+// /opt/sandfs both have that layout. "" if the executable is unknown.
+func besideBinary(rel string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(exe)), rel)
+}
 
 // envOr returns $key, or def when unset or empty.
 func envOr(key, def string) string {
@@ -47,8 +59,8 @@ func runServe(args []string) int {
 	fl.Var(&listens, "listen", "9P listener, unix:PATH or tcp:HOST:PORT (repeatable; default unix:/run/sandfs/sandfs.sock)")
 	mnt := fl.String("mount", "/mnt/sandfs", "also mount the tree with FUSE at this directory (created if missing); \"\" for none")
 	tokenFile := fl.String("token-file", "", "file holding the TCP token (default: STATE/token, generated if missing)")
-	kernel := fl.String("kernel", envOr("SANDFS_KERNEL", "/opt/sandfs/build/vmlinuz"), "guest kernel for the VMM runtime")
-	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", "/opt/sandfs/build/templates"), "template directory for the VMM runtime")
+	kernel := fl.String("kernel", envOr("SANDFS_KERNEL", besideBinary("build/vmlinuz")), "guest kernel for the VMM runtime (default: $SANDFS_KERNEL, else build/vmlinuz of the checkout holding this binary)")
+	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", besideBinary("build/templates")), "template directory for the VMM runtime (default: $SANDFS_TEMPLATES, else build/templates beside build/vmlinuz)")
 	debug := fl.Bool("debug", false, "log at debug level")
 	if err := fl.Parse(args); err != nil {
 		return 2
@@ -96,19 +108,29 @@ func serve(log *slog.Logger, c serveConfig) error {
 	if err := os.MkdirAll(c.state, 0o700); err != nil {
 		return err
 	}
-	// The VMM runtime needs the guest kernel; without it the plane
-	// has no runtime and `new` fails with ENODEV, saying so.
+	// The VMM runtime needs a host that runs guests natively (the host
+	// probe's verdict) and the guest kernel; without either the plane has
+	// no runtime and `new` fails with ENODEV, saying why.
 	var rt ctl.Runtime
-	if _, err := os.Stat(c.kernel); err == nil {
+	noRuntime := ""
+	verdict := probe.Cached()
+	log.Info("serve: host probe: "+verdict.String(), "mode", verdict.Mode())
+	if _, err := os.Stat(c.kernel); !verdict.Native {
+		noRuntime = "this host cannot run guests natively (" + verdict.Reason + "); run sandfs in the lab: make run"
+	} else if err != nil {
+		noRuntime = "no guest kernel: " + err.Error()
+	} else {
 		rt = ctl.NewVMMRuntime(c.kernel, c.templates, log)
 		log.Info("serve: VMM runtime", "kernel", c.kernel, "templates", c.templates)
-	} else {
-		log.Warn("serve: no guest kernel, no VMM runtime: sandboxes cannot be created", "kernel", c.kernel, "err", err)
+	}
+	if noRuntime != "" {
+		log.Warn("serve: no VMM runtime, sandboxes cannot be created: " + noRuntime)
 	}
 	plane, err := ctl.Open(c.state, rt, log)
 	if err != nil {
 		return fmt.Errorf("state %s: %w", c.state, err)
 	}
+	plane.SetNoRuntimeReason(noRuntime)
 	defer plane.Close()
 	tree := sfs.New(plane, log)
 	srv := ninep.NewServer(tree.Root(), log)

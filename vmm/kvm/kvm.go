@@ -183,3 +183,18 @@ const (
 	CapKVMClockCtrl     = 76  // KVM_CAP_KVMCLOCK_CTRL
 	CapImmediateExit    = 136 // KVM_CAP_IMMEDIATE_EXIT
 )
+
+// Required lists the capabilities the sandfs VMM cannot run without: the
+// machine refuses to start without them and the host probe (vmm/probe)
+// sends guests to the lab when KVM lacks one.
+var Required = []struct {
+	Cap  int
+	Name string
+}{
+	{CapIRQChip, "KVM_CAP_IRQCHIP"},
+	{CapUserMemory, "KVM_CAP_USER_MEMORY"},
+	{CapPIT2, "KVM_CAP_PIT2"},
+	{CapImmediateExit, "KVM_CAP_IMMEDIATE_EXIT"},
+	{CapXSave, "KVM_CAP_XSAVE"},
+	{CapVCPUEvents, "KVM_CAP_VCPU_EVENTS"},
+}

@@ -1,4 +1,4 @@
-package kvm
+package kvm_test
 
 import (
 	"errors"
@@ -8,19 +8,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/test/testenv"
+	"sandfs/vmm/kvm"
 )
 
-func needKVM(t *testing.T) *System {
+func needKVM(t *testing.T) *kvm.System {
 	t.Helper()
-	if ok, why := Available(); !ok {
-		if os.Getenv("SANDFS_LAB") == "1" {
-			t.Fatalf("SANDFS_LAB=1 but KVM is unusable: %s", why)
-		}
-		t.Skipf("needs KVM: %s", why)
-	}
-	s, err := Open("/dev/kvm")
+	testenv.NeedGuests(t)
+	s, err := kvm.Open("/dev/kvm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +27,9 @@ func needKVM(t *testing.T) *System {
 	return s
 }
 
-// realModeVM is a VM with 64 KiB of RAM holding code at 0x1000, one vCPU in
+// realModeVM is a kvm.VM with 64 KiB of RAM holding code at 0x1000, one vCPU in
 // real mode about to run it.
-func realModeVM(t *testing.T, s *System, code []byte) (*VM, *VCPU) {
+func realModeVM(t *testing.T, s *kvm.System, code []byte) (*kvm.VM, *kvm.VCPU) {
 	vm, err := s.CreateVM()
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +41,7 @@ func realModeVM(t *testing.T, s *System, code []byte) (*VM, *VCPU) {
 	}
 	t.Cleanup(func() { unix.Munmap(mem) })
 	copy(mem[0x1000:], code)
-	if err := vm.SetUserMemoryRegion(MemoryRegion{MemorySize: 0x10000, UserspaceAddr: uint64(uintptrOf(mem))}); err != nil {
+	if err := vm.SetUserMemoryRegion(kvm.MemoryRegion{MemorySize: 0x10000, UserspaceAddr: uint64(uintptr(unsafe.Pointer(&mem[0])))}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := vm.CreateVCPU(0)
@@ -58,7 +57,7 @@ func realModeVM(t *testing.T, s *System, code []byte) (*VM, *VCPU) {
 	if err := c.SetSregs(sr); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetRegs(Regs{RIP: 0x1000, RFLAGS: 2}); err != nil {
+	if err := c.SetRegs(kvm.Regs{RIP: 0x1000, RFLAGS: 2}); err != nil {
 		t.Fatal(err)
 	}
 	return vm, c
@@ -66,7 +65,7 @@ func realModeVM(t *testing.T, s *System, code []byte) (*VM, *VCPU) {
 
 func TestRunIOAndHalt(t *testing.T) {
 	s := needKVM(t)
-	if s.CheckExtension(CapImmediateExit) == 0 {
+	if s.CheckExtension(kvm.CapImmediateExit) == 0 {
 		t.Errorf("no KVM_CAP_IMMEDIATE_EXIT")
 	}
 	// mov al, 0x42; out 0x80, al; hlt
@@ -83,7 +82,7 @@ func TestRunIOAndHalt(t *testing.T) {
 	if err := c.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.ExitReason(); r != ExitIO {
+	if r := c.ExitReason(); r != kvm.ExitIO {
 		t.Fatalf("exit = %d; want KVM_EXIT_IO", r)
 	}
 	if io := c.IOExit(); !io.Out || io.Port != 0x80 || io.Size != 1 || len(io.Data) != 1 || io.Data[0] != 0x42 {
@@ -92,7 +91,7 @@ func TestRunIOAndHalt(t *testing.T) {
 	if err := c.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.ExitReason(); r != ExitHLT {
+	if r := c.ExitReason(); r != kvm.ExitHLT {
 		t.Errorf("exit = %d; want KVM_EXIT_HLT", r)
 	}
 	regs, err := c.GetRegs()

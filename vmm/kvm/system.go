@@ -2,7 +2,6 @@ package kvm
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,19 +32,6 @@ func Open(path string) (*System, error) {
 		return nil, fmt.Errorf("open %s: KVM API version %d, want %d", path, v, APIVersion)
 	}
 	return s, nil
-}
-
-// Available reports whether /dev/kvm exists and opens, with the reason if not.
-func Available() (bool, string) {
-	if _, err := os.Stat("/dev/kvm"); err != nil {
-		return false, "no /dev/kvm"
-	}
-	s, err := Open("/dev/kvm")
-	if err != nil {
-		return false, err.Error()
-	}
-	s.Close()
-	return true, ""
 }
 
 // FD returns the /dev/kvm file descriptor.

@@ -19,9 +19,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sandfs/test/testenv"
 	"sandfs/vmm"
 	"sandfs/vmm/bus"
-	"sandfs/vmm/kvm"
 	"sandfs/vmm/virtio/blk"
 	vnet "sandfs/vmm/virtio/net"
 	"sandfs/vmm/virtio/rng"
@@ -36,17 +36,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// need skips (or, with SANDFS_LAB=1, fails) when something the lab has is
-// missing.
+// need skips on a developer's machine, and fails under CI or in the lab,
+// when a built file is missing (testenv.Need).
 func need(t *testing.T, ok bool, why string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("SANDFS_LAB") == "1" {
-		t.Fatalf("SANDFS_LAB=1 but %s", why)
-	}
-	t.Skipf("needs the lab (bin/sandfs lab -- ...): %s", why)
+	testenv.Need(t, ok, why)
 }
 
 func repoFile(env, rel string) string {
@@ -112,8 +106,7 @@ func ifaceUp(name string) error {
 // TestDevicesInGuest boots one guest with blk, net, rng and vsock and
 // checks each end to end.
 func TestDevicesInGuest(t *testing.T) {
-	ok, why := kvm.Available()
-	need(t, ok, "KVM is unusable: "+why)
+	testenv.NeedGuests(t)
 	kernelPath := repoFile("SANDFS_KERNEL", "build/vmlinuz")
 	_, err := os.Stat(kernelPath)
 	need(t, err == nil, fmt.Sprintf("no kernel: %v", err))

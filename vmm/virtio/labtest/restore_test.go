@@ -19,9 +19,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sandfs/test/testenv"
 	"sandfs/vmm"
 	"sandfs/vmm/bus"
-	"sandfs/vmm/kvm"
 	"sandfs/vmm/virtio"
 	"sandfs/vmm/virtio/blk"
 	vnet "sandfs/vmm/virtio/net"
@@ -201,8 +201,7 @@ func (w *frameWatch) saw(marker string) bool {
 // checks that every device works on in the restored guest without a
 // reboot.
 func TestSaveRestore(t *testing.T) {
-	ok, why := kvm.Available()
-	need(t, ok, "KVM is unusable: "+why)
+	testenv.NeedGuests(t)
 	kernelPath := repoFile("SANDFS_KERNEL", "build/vmlinuz")
 	_, err := os.Stat(kernelPath)
 	need(t, err == nil, fmt.Sprintf("no kernel: %v", err))

@@ -1,0 +1,103 @@
+package probe
+
+import (
+	"os"
+	"strings"
+	"time"
+
+	"sandfs/vmm/kvm"
+)
+
+// Device is what stat and open say of /dev/kvm.
+type Device int
+
+const (
+	DeviceOK       Device = iota // a character device that opens as KVM API 12
+	DeviceAbsent                 // no such file
+	DeviceNotChar                // exists but is not a character device
+	DeviceUnusable               // open or KVM_GET_API_VERSION failed
+)
+
+// Facts are what Gather read off a host. Gather stops at the first fact
+// that already decides, so later fields may be zero.
+type Facts struct {
+	ForceLab    bool     // SANDFS_FORCE_LAB=1
+	Device      Device   // /dev/kvm
+	DeviceErr   string   // why DeviceUnusable
+	PVM         bool     // /sys/module/kvm_pvm exists
+	VMX, SVM    bool     // /proc/cpuinfo flags
+	MissingCaps []string // kvm.Required capabilities KVM_CHECK_EXTENSION denies
+	GuestErr    string   // the timed test guest failed
+	LoopRate    float64  // test guest: tight-loop iterations per second
+	ExitRate    float64  // test guest: port-I/O exits per second
+}
+
+// Test-guest sizes: about 20 ms of loop at hardware speed, and a bound on
+// the whole run for hosts that emulate.
+const (
+	probeLoops   = 20_000_000
+	probeExits   = 2000
+	probeTimeout = 20 * time.Second
+)
+
+// Gather reads the facts of this host, using dev as /dev/kvm.
+func Gather(dev string) Facts {
+	var f Facts
+	if f.ForceLab = forceLab(); f.ForceLab {
+		return f
+	}
+	st, err := os.Stat(dev)
+	switch {
+	case err != nil:
+		f.Device = DeviceAbsent
+		return f
+	case st.Mode()&os.ModeCharDevice == 0:
+		f.Device = DeviceNotChar
+		return f
+	}
+	sys, err := kvm.Open(dev)
+	if err != nil {
+		f.Device, f.DeviceErr = DeviceUnusable, err.Error()
+		return f
+	}
+	defer sys.Close()
+	if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil {
+		f.PVM = true
+		return f
+	}
+	flags := cpuFlags("/proc/cpuinfo")
+	f.VMX, f.SVM = flags["vmx"], flags["svm"]
+	if !f.VMX && !f.SVM {
+		return f
+	}
+	for _, c := range kvm.Required {
+		if sys.CheckExtension(c.Cap) == 0 {
+			f.MissingCaps = append(f.MissingCaps, c.Name)
+		}
+	}
+	if len(f.MissingCaps) > 0 {
+		return f
+	}
+	r, err := RunTestGuest(sys, probeLoops, probeExits, probeTimeout)
+	if err != nil {
+		f.GuestErr = err.Error()
+		return f
+	}
+	f.LoopRate, f.ExitRate = r.LoopsPerSec(), r.ExitsPerSec()
+	return f
+}
+
+// cpuFlags returns the flags of the first processor in a cpuinfo file.
+func cpuFlags(path string) map[string]bool {
+	m := map[string]bool{}
+	b, _ := os.ReadFile(path)
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "flags" {
+			for _, f := range strings.Fields(v) {
+				m[f] = true
+			}
+			break
+		}
+	}
+	return m
+}

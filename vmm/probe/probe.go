@@ -1,0 +1,76 @@
+package probe
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+// Verdict is the probe's answer: run guests natively, or in the lab.
+type Verdict struct {
+	Native bool
+	Reason string // one line, for banners and skip messages
+	Facts  Facts
+}
+
+// Mode is "native" or "lab", the word `sandfs probe` prints first.
+func (v Verdict) Mode() string {
+	if v.Native {
+		return "native"
+	}
+	return "lab"
+}
+
+// String is the banner line: "<mode>: <reason>".
+func (v Verdict) String() string { return v.Mode() + ": " + v.Reason }
+
+// MinLoopRate is the slowest test-guest loop rate (iterations per second)
+// taken as native. Hardware-virtualized vCPUs run the loop at about 1e9/s,
+// nested KVM inside the lab (TCG) at about 2e8/s; PVM measured 5.6e5/s.
+const MinLoopRate = 5e7
+
+// Decide turns the facts of a host into a verdict. It is pure: the checks
+// run in a fixed order and the first that fails gives the reason.
+func Decide(f Facts) Verdict {
+	lab := func(format string, a ...any) Verdict {
+		return Verdict{Reason: fmt.Sprintf(format, a...), Facts: f}
+	}
+	switch {
+	case f.ForceLab:
+		return lab("SANDFS_FORCE_LAB=1 is set")
+	case f.Device == DeviceAbsent:
+		return lab("this host has no /dev/kvm (no hardware virtualization exposed to it)")
+	case f.Device == DeviceNotChar:
+		return lab("/dev/kvm is not a character device")
+	case f.Device == DeviceUnusable:
+		return lab("/dev/kvm does not open as KVM: %s", f.DeviceErr)
+	case f.PVM:
+		return lab("/dev/kvm is PVM (kvm_pvm), which cannot run the standard guest kernel")
+	case !f.VMX && !f.SVM:
+		return lab("/dev/kvm exists but the CPU advertises neither vmx nor svm (PVM or emulated KVM)")
+	case len(f.MissingCaps) > 0:
+		return lab("/dev/kvm lacks capabilities the VMM needs: %v", f.MissingCaps)
+	case f.GuestErr != "":
+		return lab("timed test guest on /dev/kvm failed: %s", f.GuestErr)
+	case f.LoopRate < MinLoopRate:
+		return lab("/dev/kvm is too slow for native guests: test loop %.2g iter/s < %.0g", f.LoopRate, MinLoopRate)
+	}
+	return Verdict{Native: true, Facts: f, Reason: fmt.Sprintf(
+		"/dev/kvm runs guests natively: test loop %.2g iter/s, %.2g PIO exits/s", f.LoopRate, f.ExitRate)}
+}
+
+// Probe gathers this host's facts and decides.
+func Probe() Verdict { return Decide(Gather("/dev/kvm")) }
+
+var (
+	once   sync.Once
+	cached Verdict
+)
+
+// Cached runs Probe once per process.
+func Cached() Verdict {
+	once.Do(func() { cached = Probe() })
+	return cached
+}
+
+func forceLab() bool { return os.Getenv("SANDFS_FORCE_LAB") == "1" }
