@@ -26,33 +26,22 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sandfs/test/testenv"
+	"sandfs/test/transcript"
 )
 
-// need skips (or, in the lab, fails) unless real VMs can run here.
+// need hands the test to the lab unless guests run natively here (the
+// host probe), and fails under CI or in the lab if anything else real
+// guests need is missing.
 func need(t testing.TB) {
 	t.Helper()
-	why := ""
-	switch {
-	case os.Geteuid() != 0:
-		why = "not root"
-	case !exists("/dev/kvm"):
-		why = "no /dev/kvm"
-	case !exists("/dev/fuse"):
-		why = "no /dev/fuse"
-	case !exists(kernel()):
-		why = "no guest kernel " + kernel()
-	case !exists(filepath.Join(templates(), "base.ext4")):
-		why = "no base template in " + templates()
-	case !exists(sandfsBin()):
-		why = "no sandfs binary " + sandfsBin()
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("SANDFS_LAB") == "1" {
-		t.Fatalf("lab lacks what real guests need: %s", why)
-	}
-	t.Skipf("real guests unavailable: %s", why)
+	testenv.NeedGuests(t)
+	testenv.NeedRoot(t)
+	testenv.NeedFile(t, "/dev/fuse", "the fuse kernel module")
+	testenv.NeedFile(t, kernel(), "make kernel")
+	testenv.NeedFile(t, filepath.Join(templates(), "base.ext4"), "make template")
+	testenv.NeedFile(t, sandfsBin(), "make build")
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -64,11 +53,19 @@ func envOr(k, d string) string {
 	return d
 }
 
-func kernel() string    { return envOr("SANDFS_KERNEL", "/opt/sandfs/build/vmlinuz") }
-func templates() string { return envOr("SANDFS_TEMPLATES", "/opt/sandfs/build/templates") }
-func sandfsBin() string {
-	return envOr("SANDFS_BIN", filepath.Join(envOr("SANDFS_REPO", "/opt/sandfs"), "bin/sandfs"))
+// repo is the checkout: its build/ and bin/ hold what the tests run
+// (in the lab, /opt/sandfs, the same checkout).
+func repo() string {
+	r, err := testenv.RepoRoot()
+	if err != nil {
+		return "/opt/sandfs"
+	}
+	return r
 }
+
+func kernel() string    { return envOr("SANDFS_KERNEL", filepath.Join(repo(), "build/vmlinuz")) }
+func templates() string { return envOr("SANDFS_TEMPLATES", filepath.Join(repo(), "build/templates")) }
+func sandfsBin() string { return envOr("SANDFS_BIN", filepath.Join(repo(), "bin/sandfs")) }
 
 // daemon is a `sandfs serve` with a FUSE mount and a 9P socket.
 type daemon struct {
@@ -87,7 +84,8 @@ func startDaemon(t testing.TB) *daemon {
 		}
 	}
 	d := &daemon{mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(bytes.Buffer)}
-	cmd := exec.Command(sandfsBin(), "serve", "--state", filepath.Join(dir, "st"), "--listen", "unix:"+d.sock, "--mount", d.mnt)
+	cmd := exec.Command(sandfsBin(), "serve", "--state", filepath.Join(dir, "st"), "--listen", "unix:"+d.sock, "--mount", d.mnt,
+		"--kernel", kernel(), "--templates", templates())
 	cmd.Stderr = d.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -481,5 +479,42 @@ func BenchmarkGuestRatios(b *testing.B) {
 		b.ReportMetric(size/(readNs/1e9)/(1<<20), "fs-read-MiB/s")
 		b.ReportMetric(size/(gRead/1e9)/(1<<20), "guest-read-MiB/s")
 		b.ReportMetric(readNs/gRead, "fs-read/guest")
+	}
+}
+
+// TestDocLabTranscripts runs the `<!-- transcript: lab -->` blocks of
+// docs/filesystem.md against a real daemon, each in a fresh tree where
+// sandbox d (template base) already runs with its agent answering.
+func TestDocLabTranscripts(t *testing.T) {
+	need(t)
+	ts, err := transcript.Parse(filepath.Join(repo(), "docs/filesystem.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tr := range ts {
+		if !tr.Lab {
+			continue
+		}
+		n++
+		t.Run(fmt.Sprintf("line%d", tr.Line), func(t *testing.T) {
+			d := startDaemon(t)
+			d.mustSh(t, "echo 'new d template=base' > ctl")
+			// Wait through fs/, not exec: an exec would take procs slot 1.
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				if out, err := d.sh(t, "ls sandboxes/d/fs/"); err == nil && strings.Contains(out, "bin") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("sandbox d: guest agent not serving fs/ after 2m")
+				}
+				time.Sleep(time.Second)
+			}
+			transcript.Run(t, tr, d.mnt, 3*time.Minute)
+		})
+	}
+	if n == 0 {
+		t.Fatal("no lab transcripts in docs/filesystem.md")
 	}
 }
