@@ -2,12 +2,16 @@
 # tools/lab/run.sh (make run): start sandfs and mount its tree at /mnt/sandfs.
 # Natively where the host capability probe says guests run at hardware speed;
 # otherwise the daemon runs inside the lab (QEMU TCG) with its 9P port 5640
-# and HTTP port 3000 forwarded to 127.0.0.1, and the host mounts it via FUSE.
+# forwarded to 127.0.0.1, and the host mounts it via FUSE.
+# Either way the CLI (sandfs ls, new, exec, cp, kill) then works with no
+# flags: natively through /run/sandfs/sandfs.sock, on the lab path through
+# /run/sandfs/endpoint (address and token file; fs/client DefaultEndpoint).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+repo=$(pwd)
+endpoint=/run/sandfs/endpoint
 mnt=${SANDFS_MOUNT:-/mnt/sandfs}
 p9=${SANDFS_LAB_9P_PORT:-5640}
-http=${SANDFS_LAB_HTTP_PORT:-3000}
 state=${SANDFS_STATE:-/var/lib/sandfs}
 mkdir -p "$mnt"
 
@@ -15,6 +19,7 @@ probe=$(bin/sandfs probe)
 echo "$probe"
 pids=()
 cleanup() {
+	[ -n "${wrote_endpoint:-}" ] && rm -f "$endpoint"
 	fusermount -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null || true
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
@@ -33,11 +38,12 @@ wait_port() {
 
 if bin/sandfs probe -q >/dev/null; then
 	echo "== sandfs: running natively (state $state)"
-	bin/sandfs serve --listen unix:/run/sandfs/sandfs.sock --listen "tcp:127.0.0.1:$p9" --state "$state" --mount "$mnt" &
+	bin/sandfs serve --listen unix:/run/sandfs/sandfs.sock --listen "tcp:127.0.0.1:$p9" --state "$state" --mount "$mnt" \
+		--kernel "$repo/build/vmlinuz" --templates "$repo/build/templates" &
 	pids+=($!)
 	wait_port "$p9"
 else
-	echo "== sandfs: this host cannot run guests natively, so sandfs runs INSIDE THE LAB (QEMU TCG, slower); ports $p9/$http forwarded to 127.0.0.1"
+	echo "== sandfs: this host cannot run guests natively, so sandfs runs INSIDE THE LAB (QEMU TCG, slower); 9P port $p9 forwarded to 127.0.0.1"
 	bin/sandfs lab serve &
 	pids+=($!)
 	# QEMU's user-net forward accepts (and resets) connections before the
@@ -58,14 +64,19 @@ else
 	done
 	mountpoint -q "$mnt" || { echo "make run: mount failed: $(cat /tmp/sandfs-mount.err)" >&2; exit 1; }
 	pids+=("$mpid")
+	mkdir -p "$(dirname "$endpoint")"
+	printf 'tcp:127.0.0.1:%s\n%s\n' "$p9" "$repo/build/lab/token" > "$endpoint.tmp"
+	mv "$endpoint.tmp" "$endpoint"
+	wrote_endpoint=1
 fi
 sleep 1
 cat <<EOT
 
-sandfs is up: the tree is at $mnt (9P at 127.0.0.1:$p9, HTTP at 127.0.0.1:$http).
+sandfs is up: the tree is at $mnt (9P at 127.0.0.1:$p9).
 Quick start:
-  ls $mnt                  # ctl clone err sandboxes/ templates/ snapshots/ worlds/
+  ls $mnt                  # the tree: ctl clone err sandboxes/ ...
   cat $mnt/ctl             # the global verbs and their usage
+  bin/sandfs new           # a sandbox (prints its id); then exec, cp, ls, kill
   less docs/filesystem.md  # the tree, file by file, with transcripts
 Press Ctrl-C to stop.
 EOT

@@ -19,7 +19,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(fl *flag.FlagSet) {
-	fl.StringVar(&f.addr, "addr", client.DefaultAddr, "9P server, unix:PATH or tcp:HOST:PORT")
+	fl.StringVar(&f.addr, "addr", "", "9P server, unix:PATH or tcp:HOST:PORT (default: $SANDFS_ADDR, else "+client.DefaultAddr+" if it exists, else the daemon `make run` left in "+client.EndpointFile+")")
 	fl.StringVar(&f.token, "token", os.Getenv("SANDFS_TOKEN"), "attach token (required over TCP; default $SANDFS_TOKEN)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "read the token from this file")
 }
@@ -27,6 +27,18 @@ func (f *clientFlags) register(fl *flag.FlagSet) {
 // dial connects to the daemon (10 s to answer).
 func (f *clientFlags) dial() (*client.Client, error) {
 	tok := f.token
+	if f.addr == "" {
+		e, err := client.DefaultEndpoint()
+		if err != nil {
+			return nil, err
+		}
+		f.addr = e.Addr
+		if tok == "" && f.tokenFile == "" {
+			if tok, err = e.Token(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {

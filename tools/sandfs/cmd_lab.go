@@ -78,8 +78,7 @@ func runLab(args []string) int {
 	o.Args = fs.Args()
 	if serve {
 		p9 := envPort("SANDFS_LAB_9P_PORT", 5640)
-		http := envPort("SANDFS_LAB_HTTP_PORT", 3000)
-		o.Forward = append(o.Forward, lab.Forward{Host: p9, Guest: 5640}, lab.Forward{Host: http, Guest: 3000})
+		o.Forward = append(o.Forward, lab.Forward{Host: p9, Guest: 5640})
 		tokenFile, err := lab.ServeToken(repo)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
@@ -88,8 +87,8 @@ func runLab(args []string) int {
 		guestToken := lab.GuestRepo + "/" + lab.ServeTokenPath
 		o.Args = append([]string{lab.GuestRepo + "/bin/sandfs", "serve", "--listen", "tcp:0.0.0.0:5640",
 			"--state", "/tmp/sandfs-state", "--token-file", guestToken, "--mount="}, o.Args...)
-		fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab; 9P at 127.0.0.1:%d (token in %s), HTTP at 127.0.0.1:%d; Ctrl-C stops\n",
-			p9, tokenFile, http)
+		fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab; 9P at 127.0.0.1:%d (token in %s); Ctrl-C stops\n",
+			p9, tokenFile)
 	} else if len(o.Args) == 0 {
 		fs.Usage()
 		return 2

@@ -1,0 +1,212 @@
+// Package makerun tests `make run`'s script, tools/lab/run.sh, on both of
+// its paths, as a user meets it: start it, then drive sandboxes with the
+// CLI and no flags (ls, new, exec, cp, kill).
+package makerun
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sandfs/test/testenv"
+)
+
+// TestMakeRunNative: where the probe says guests run natively (a KVM host,
+// or inside the lab), run.sh starts the daemon here.
+func TestMakeRunNative(t *testing.T) {
+	testenv.NeedGuests(t)
+	drive(t, startRun(t, "native"))
+}
+
+// TestMakeRunLab: run.sh's other path, the daemon inside the lab, forced
+// with SANDFS_FORCE_LAB=1 on hosts that could run natively. The lab
+// cannot start a lab inside itself: there, the host stage has run this.
+func TestMakeRunLab(t *testing.T) {
+	if testenv.InLab() {
+		t.Skip("inside the lab: the host stage of make test runs run.sh's lab path")
+	}
+	drive(t, startRun(t, "lab", "SANDFS_FORCE_LAB=1"))
+}
+
+type run struct {
+	repo string
+	env  []string // the CLI's environment: no SANDFS_ADDR or token
+}
+
+// startRun starts tools/lab/run.sh with a private mount point and state
+// directory, waits for its "sandfs is up" banner and checks it took the
+// expected path; Cleanup stops it (SIGTERM, as Ctrl-C would).
+func startRun(t *testing.T, mode string, env ...string) *run {
+	t.Helper()
+	testenv.NeedRoot(t)
+	repo, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"bin/sandfs", "build/vmlinuz", "build/templates/base.ext4"} {
+		testenv.NeedFile(t, filepath.Join(repo, f), "make build kernel template")
+	}
+	testenv.NeedFile(t, "/dev/fuse", "the fuse kernel module")
+	dir := t.TempDir()
+	// The VMM drops to an unprivileged uid and must reach its run dir.
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := cleanEnv()
+	cmd := exec.Command(filepath.Join(repo, "tools/lab/run.sh"))
+	cmd.Env = append(append(base, "SANDFS_MOUNT="+filepath.Join(dir, "mnt"), "SANDFS_STATE="+filepath.Join(dir, "state"),
+		fmt.Sprintf("SANDFS_LAB_9P_PORT=%d", freePort(t))), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var log bytes.Buffer
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	up := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		said := false
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if !said && strings.HasPrefix(sc.Text(), "sandfs is up") {
+				said = true
+				up <- true
+			}
+		}
+		if !said {
+			up <- false
+		}
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("run.sh output:\n%s", log.String())
+		}
+	})
+	select {
+	case ok := <-up:
+		if !ok {
+			t.Fatalf("run.sh exited before sandfs was up:\n%s", log.String())
+		}
+	case <-time.After(6 * time.Minute):
+		t.Fatalf("run.sh: sandfs not up after 6m:\n%s", log.String())
+	}
+	want := map[string]string{"native": "== sandfs: running natively", "lab": "INSIDE THE LAB"}[mode]
+	if !strings.Contains(log.String(), want) {
+		t.Fatalf("run.sh did not take the %s path (want %q):\n%s", mode, want, log.String())
+	}
+	return &run{repo: repo, env: base}
+}
+
+// drive uses the CLI with no connection flags, as the README shows.
+func drive(t *testing.T, r *run) {
+	id := strings.TrimSpace(r.cli(t, "new"))
+	if id == "" {
+		t.Fatal("sandfs new printed no id")
+	}
+	if out := r.cli(t, "ls"); !strings.Contains(out, id) {
+		t.Errorf("sandfs ls = %q; want %s in it", out, id)
+	}
+	// The sandbox runs before its guest agent answers (seconds under the
+	// lab's emulation): wait for exec to work.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out, _, err := r.try("exec", id, "--", "echo", "up")
+		if err == nil && out == "up\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandfs exec %s: agent not answering after 3m: %q, %v", id, out, err)
+		}
+		time.Sleep(time.Second)
+	}
+	src := filepath.Join(t.TempDir(), "hello.txt")
+	if err := os.WriteFile(src, []byte("hello from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.cli(t, "cp", src, id+":/tmp/hello.txt")
+	if out := r.cli(t, "exec", id, "--", "cat", "/tmp/hello.txt"); out != "hello from the host\n" {
+		t.Errorf("cat of the copied file = %q", out)
+	}
+	r.cli(t, "kill", id)
+	if out := r.cli(t, "ls"); !strings.Contains(out, id) || strings.Contains(lineOf(out, id), "running") {
+		t.Errorf("sandfs ls after kill = %q; want %s listed, not running", out, id)
+	}
+}
+
+func (r *run) try(args ...string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(r.repo, "bin/sandfs"), args...)
+	cmd.Env = r.env
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	return o.String(), e.String(), err
+}
+
+func (r *run) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, err := r.try(args...)
+	if err != nil {
+		t.Fatalf("sandfs %s: %v\n%s%s", strings.Join(args, " "), err, out, errs)
+	}
+	return out
+}
+
+func lineOf(text, word string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, word) {
+			return l
+		}
+	}
+	return ""
+}
+
+// cleanEnv is this process's environment without the variables that
+// would point the CLI somewhere or decide the path for run.sh.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "SANDFS_ADDR", "SANDFS_TOKEN", "SANDFS_TOKEN_FILE", "SANDFS_FORCE_LAB", "SANDFS_MOUNT", "SANDFS_STATE":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
