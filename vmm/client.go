@@ -124,7 +124,10 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 			return nil, fmt.Errorf("launch: %w", err)
 		}
 		p.logFile = lf // closed by reap: the copy from the VMM's stderr must outlive Launch
-		logw = io.MultiWriter(p.stderr, lf)
+		// Capped here, not in the VMM, so that a VMM writing without end
+		// (a guest it logs for, or one that took it over) cannot fill
+		// the disk (logging.go).
+		logw = io.MultiWriter(p.stderr, capFile(lf, LogMax, "\n[sandfs: vmm.log truncated]\n"))
 	}
 	cmd.Stderr = logw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

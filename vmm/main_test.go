@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 		orphanParent(cfg)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "vmm" {
+		if os.Getenv(logFloodEnv) != "" {
+			logFloodVMM()
+		}
 		os.Exit(Main(os.Args[2:]))
 	}
 	os.Exit(m.Run())

@@ -67,7 +67,10 @@ func Main(args []string) int {
 	}
 	// A vanished log reader must not kill the VM (stderr is a pipe).
 	signal.Ignore(syscall.SIGPIPE)
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// The guest provokes some of the VMM's log lines (logging.go): rate-limit
+	// them; the virtio devices log through the default logger.
+	log := newLogger(os.Stderr, time.Now)
+	slog.SetDefault(log)
 	if *cfgPath == "" {
 		fmt.Fprintln(os.Stderr, "usage: sandfs vmm -config FILE | guest-init | bench")
 		return codeUsage
@@ -89,7 +92,7 @@ func Main(args []string) int {
 func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 	var console io.Writer
 	if f := inheritedFile(fdConsole, "console"); f != nil {
-		console = &cappedWriter{w: f, left: ConsoleMax}
+		console = capFile(f, ConsoleMax, "\n[sandfs: console output truncated]\n")
 	}
 	mc := MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline,
 		Console: console, Log: log}
@@ -285,30 +288,4 @@ func mapFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is empty", path)
 	}
 	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
-}
-
-// ConsoleMax bounds what one VMM writes to its console file: the guest is
-// not trusted to keep its serial output small.
-const ConsoleMax = 32 << 20
-
-// cappedWriter passes through up to left bytes, then notes the truncation
-// once and drops the rest.
-type cappedWriter struct {
-	w    io.Writer
-	left int64
-}
-
-func (c *cappedWriter) Write(p []byte) (int, error) {
-	if c.left <= 0 {
-		return len(p), nil
-	}
-	n := int64(len(p))
-	if n > c.left {
-		c.w.Write(p[:c.left])
-		c.w.Write([]byte("\n[sandfs: console output truncated]\n"))
-		c.left = 0
-		return len(p), nil
-	}
-	c.left -= n
-	return c.w.Write(p)
 }

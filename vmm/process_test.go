@@ -1,7 +1,6 @@
 package vmm
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
@@ -26,16 +25,5 @@ func TestControlGrammar(t *testing.T) {
 		if !strings.HasPrefix(got, tc.want) {
 			t.Errorf("handle(%q) = %q; want prefix %q", tc.in, got, tc.want)
 		}
-	}
-}
-
-func TestCappedWriter(t *testing.T) {
-	var b bytes.Buffer
-	c := &cappedWriter{w: &b, left: 5}
-	c.Write([]byte("abc"))
-	c.Write([]byte("defg"))
-	c.Write([]byte("hij"))
-	if want := "abcde\n[sandfs: console output truncated]\n"; b.String() != want {
-		t.Errorf("capped output = %q; want %q", b.String(), want)
 	}
 }
