@@ -2,9 +2,12 @@ package ninep
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"net"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hugelgupf/p9/linux"
@@ -14,34 +17,85 @@ import (
 // conn is one client connection: its context, its access rule and what
 // its frames told us (fid paths, pending reads), used to end blocked
 // reads when the client flushes or clunks them.
+//
+// fidPaths mirrors p9's fid table: a request that may create a fid
+// (Tattach, Twalk) is noted by tag, and the fid is recorded only when
+// p9's reply says it succeeded. So an anonymous client, which p9 gives no
+// fid, leaves nothing here, and failed walks leave nothing either.
 type conn struct {
-	srv    *Server
-	ctx    context.Context // ends with the connection
-	cancel context.CancelFunc
-	token  string
-	remote string
+	srv      *Server
+	lim      *limits
+	ctx      context.Context // ends with the connection
+	cancel   context.CancelFunc
+	token    string
+	tokenSum [sha256.Size]byte // sha256 of token, for the constant-time check
+	remote   string
+	authed   atomic.Bool // set by the first successful attach
+	release  func()      // gives back the listener's slot for an unattached connection
 
 	mu        sync.Mutex
 	lastAname string                               // aname of the latest Tattach; protected by mu
-	fidPaths  map[uint32]string                    // fid -> tree path, from Tattach/Twalk; protected by mu
-	readFids  map[uint16]uint32                    // tag -> fid of a Tread; protected by mu
+	fidPaths  map[uint32]string                    // fid -> tree path, of fids p9 holds; protected by mu
+	attaches  map[uint16]uint32                    // tag -> fid of a Tattach in progress; protected by mu
+	walks     map[uint16]pendingWalk               // tag -> a Twalk in progress; protected by mu
+	readFids  map[uint16]uint32                    // tag -> fid of a Tread in progress; protected by mu
 	blocked   map[string]map[*blockedRead]struct{} // path -> reads in progress; protected by mu
+}
+
+// pendingWalk is a Twalk between request and reply: the fid it creates
+// and that fid's tree path if it succeeds.
+type pendingWalk struct {
+	newfid uint32
+	path   string
 }
 
 // blockedRead is one ReadAt in progress.
 type blockedRead struct{ cancel context.CancelFunc }
 
-func newConn(ctx context.Context, s *Server, c net.Conn, token string) *conn {
+// newConn returns the state of connection c. release, if not nil, gives
+// back c's admission slot; it is called at the first attach or when the
+// connection ends, whichever comes first.
+func newConn(ctx context.Context, s *Server, c net.Conn, token string, release func()) *conn {
+	if release == nil {
+		release = func() {}
+	}
 	cn := &conn{
 		srv:      s,
+		lim:      &s.lim,
 		token:    token,
+		tokenSum: sha256.Sum256([]byte(token)),
 		remote:   c.RemoteAddr().String(),
+		release:  release,
 		fidPaths: map[uint32]string{},
+		attaches: map[uint16]uint32{},
+		walks:    map[uint16]pendingWalk{},
 		readFids: map[uint16]uint32{},
 		blocked:  map[string]map[*blockedRead]struct{}{},
 	}
 	cn.ctx, cn.cancel = context.WithCancel(ctx)
 	return cn
+}
+
+// tokenIs reports whether name is the token, in time independent of
+// where they differ (both are hashed first, so not even the length shows).
+func (c *conn) tokenIs(name string) bool {
+	sum := sha256.Sum256([]byte(name))
+	return subtle.ConstantTimeCompare(sum[:], c.tokenSum[:]) == 1
+}
+
+// authenticated marks the connection attached: the limits for anonymous
+// clients no longer apply and its admission slot is given back.
+func (c *conn) authenticated() {
+	if c.authed.CompareAndSwap(false, true) {
+		c.release()
+	}
+}
+
+// refuse logs why the connection is being closed and returns err, for
+// the frame reader to end the connection with.
+func (c *conn) refuse(err error) error {
+	c.srv.log.Warn("9p: connection closed", "remote", c.remote, "attached", c.authed.Load(), "reason", err.Error())
+	return err
 }
 
 // Attach implements p9.Attacher.Attach. The p9 server then walks the
@@ -53,6 +107,7 @@ func (c *conn) Attach() (p9.File, error) {
 	c.mu.Unlock()
 	root := &file{c: c, node: c.srv.root}
 	if c.token == "" {
+		c.authenticated()
 		return root, nil
 	}
 	if aname == "" || aname == "/" {
@@ -116,18 +171,24 @@ func (c *conn) interruptLocked(p string) {
 // The frame observers, called by frameReader for every incoming request
 // before the p9 server sees it.
 
-func (c *conn) sawAttach(fid uint32, aname string) {
+func (c *conn) sawAttach(tag uint16, fid uint32, aname string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastAname = aname
-	c.fidPaths[fid] = ""
+	if _, busy := c.attaches[tag]; !busy {
+		c.attaches[tag] = fid
+	}
 }
 
-func (c *conn) sawWalk(fid, newfid uint32, names []string) {
+// sawWalk notes a walk from a fid p9 holds; p9 refuses the others.
+func (c *conn) sawWalk(tag uint16, fid, newfid uint32, names []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.fidPaths[fid]
-	c.fidPaths[newfid] = path.Join(append([]string{p}, names...)...)
+	p, ok := c.fidPaths[fid]
+	if _, busy := c.walks[tag]; !ok || busy {
+		return // p9 refuses a tag in use without a reply: keep the first
+	}
+	c.walks[tag] = pendingWalk{newfid: newfid, path: path.Join(append([]string{p}, names...)...)}
 }
 
 func (c *conn) sawRead(tag uint16, fid uint32) {
@@ -155,4 +216,25 @@ func (c *conn) sawClunk(fid uint32) {
 		c.interruptLocked(p)
 		delete(c.fidPaths, fid)
 	}
+}
+
+// sawReply ends the request with this tag: the fid of a successful
+// attach or walk is recorded (p9 replies Rattach or Rwalk exactly when
+// it has created the fid, Rlerror otherwise).
+func (c *conn) sawReply(typ uint8, tag uint16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fid, ok := c.attaches[tag]; ok {
+		delete(c.attaches, tag)
+		if typ == msgRattach {
+			c.fidPaths[fid] = ""
+		}
+	}
+	if w, ok := c.walks[tag]; ok {
+		delete(c.walks, tag)
+		if typ == msgRwalk || typ == msgRwalkgetattr {
+			c.fidPaths[w.newfid] = w.path
+		}
+	}
+	delete(c.readFids, tag)
 }

@@ -19,9 +19,26 @@
 // Reads are matched by path, not by fid (p9 does not tell a File its fid),
 // so two blocked reads of the same file on one connection end together.
 //
-// Access: with a token, the attach name (aname) must equal the token; an
-// attach without it, or with another name, fails with EPERM. Without a
-// token (the unix socket, protected by its file mode) aname must be empty.
+// The connection learns which fids exist from p9's replies (Rattach,
+// Rwalk), not from the requests, so it holds a path only for a fid p9
+// holds: nothing for a client that never attached, nothing for a walk
+// that failed.
+//
+// Access: with a token, the attach name (aname) must equal the token
+// (compared in constant time, as SHA-256 sums); an attach without it, or
+// with another name, fails with EPERM. Without a token (the unix socket,
+// protected by its file mode) any attach succeeds.
+//
+// Before its first successful attach a client is anonymous, and bounded
+// (limits.go): frames of at most 8 KiB, at most 16 of them, only
+// Tversion, Tauth, Tattach, Tflush and Tclunk, and an attach within 10 s
+// of connecting; breaking any of these closes the connection, logged
+// with the reason. A listener holds at most 8 unattached connections per
+// remote host (IPv4 address, IPv6 /64) and 64 in all; a connection over
+// either limit is closed at accept (logged at most once a second). A
+// Tversion's msize is lowered to 512 KiB, the largest frame after attach.
+// Accept errors that pass (EMFILE, ENFILE, ENOBUFS, ENOMEM, ECONNABORTED)
+// are retried with a backoff instead of ending the listener.
 //
 // QID paths come from one qids.PathGenerator per Server, one per tree
 // path, so a file keeps its QID path across walks and connections.

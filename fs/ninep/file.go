@@ -313,11 +313,12 @@ var _ p9.File = (*gate)(nil)
 
 // Walk implements p9.File.Walk.
 func (g *gate) Walk(names []string) ([]p9.QID, p9.File, error) {
-	if len(names) == 1 && names[0] == g.c.token {
+	if len(names) == 1 && g.c.tokenIs(names[0]) {
 		q, _, _, err := g.root.GetAttr(p9.AttrMaskAll)
 		if err != nil {
 			return nil, nil, err
 		}
+		g.c.authenticated()
 		return []p9.QID{q}, g.root, nil
 	}
 	g.c.srv.log.Warn("9p: attach refused: wrong token", "remote", g.c.remote)

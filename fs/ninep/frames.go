@@ -7,33 +7,45 @@ import (
 	"time"
 )
 
-// 9P2000.L message types that the connection watches (p9/p9.go).
+// 9P2000.L requests and replies that the connection watches (p9/p9.go).
 const (
+	msgTversion     = 100
+	msgTauth        = 102
 	msgTattach      = 104
+	msgRattach      = 105
 	msgTflush       = 108
 	msgTwalk        = 110
+	msgRwalk        = 111
 	msgTread        = 116
 	msgTclunk       = 120
 	msgTremove      = 122
 	msgTwalkgetattr = 126
+	msgRwalkgetattr = 127
 )
 
-// maxFrame bounds a frame the reader will buffer; p9 refuses larger ones
-// anyway (its maximumLength is 1 MiB).
-const maxFrame = 4 << 20
+// maxFrame bounds a frame once the client has attached: the agreed
+// msize at most (p9 refuses larger frames anyway).
+const maxFrame = maxMsize
 
 // frameReader passes a connection's bytes to the p9 server one frame at a
 // time and shows each request to its conn first. A frame on the wire:
 //
 //	size[4] type[1] tag[2] body[size-7]     (little-endian, size counts itself)
 //
-// When the connection ends it cancels the conn's context, so reads
-// blocked in the tree end before p9 waits for them.
+// Before the client has attached it enforces the conn's limits (see
+// limits): a frame too big, too many frames or a request type other than
+// the handshake's ends the connection. When the connection ends it
+// cancels the conn's context, so reads blocked in the tree end before p9
+// waits for them.
+//
+// p9 reads with one goroutine at a time (its recvMu), so the fields need
+// no lock.
 type frameReader struct {
-	r     io.ReadCloser
-	c     *conn
-	frame []byte
-	pos   int
+	r       io.ReadCloser
+	c       *conn
+	frame   []byte
+	pos     int
+	preAuth int // frames read before attach
 }
 
 // eofDelay holds back the end of a connection from p9. p9 v0.3.0 starts
@@ -69,22 +81,46 @@ func (f *frameReader) next() error {
 		return err
 	}
 	size := binary.LittleEndian.Uint32(hdr[:])
-	if size < 7 || size > maxFrame {
-		return fmt.Errorf("9p: bad frame size %d", size)
+	authed := f.c.authed.Load()
+	limit := uint32(maxFrame)
+	if !authed {
+		limit = f.c.lim.preAuthFrame
+		if f.preAuth++; f.preAuth > f.c.lim.preAuthFrames {
+			return f.c.refuse(fmt.Errorf("9p: more than %d requests before attach", f.c.lim.preAuthFrames))
+		}
+	}
+	if size < 7 || size > limit {
+		return f.c.refuse(fmt.Errorf("9p: bad frame size %d (max %d)", size, limit))
 	}
 	frame := make([]byte, size)
 	copy(frame, hdr[:])
 	if _, err := io.ReadFull(f.r, frame[4:]); err != nil {
 		return err
 	}
+	if typ := frame[4]; !authed && !preAuthType(typ) {
+		return f.c.refuse(fmt.Errorf("9p: request type %d before attach", typ))
+	}
+	clampMsize(frame)
 	f.frame, f.pos = frame, 0
-	f.observe(frame)
+	f.c.observe(frame)
 	return nil
+}
+
+// clampMsize lowers the msize of a Tversion frame to maxMsize:
+//
+//	size[4] Tversion[1] tag[2] msize[4] version[s]
+func clampMsize(frame []byte) {
+	if frame[4] != msgTversion || len(frame) < 11 {
+		return
+	}
+	if binary.LittleEndian.Uint32(frame[7:]) > maxMsize {
+		binary.LittleEndian.PutUint32(frame[7:], maxMsize)
+	}
 }
 
 // observe decodes the few requests the conn cares about. Malformed
 // frames are left to p9 to refuse.
-func (f *frameReader) observe(frame []byte) {
+func (c *conn) observe(frame []byte) {
 	d := decoder{b: frame[4:], ok: true}
 	typ := d.u8()
 	tag := d.u16()
@@ -95,30 +131,73 @@ func (f *frameReader) observe(frame []byte) {
 		d.str() // uname
 		aname := d.str()
 		if d.ok {
-			f.c.sawAttach(fid, aname)
+			c.sawAttach(tag, fid, aname)
 		}
 	case msgTwalk, msgTwalkgetattr:
 		fid, newfid := d.u32(), d.u32()
 		n := int(d.u16())
-		names := make([]string, 0, n)
+		names := make([]string, 0, min(n, 16))
 		for i := 0; i < n && d.ok; i++ {
 			names = append(names, d.str())
 		}
 		if d.ok {
-			f.c.sawWalk(fid, newfid, names)
+			c.sawWalk(tag, fid, newfid, names)
 		}
 	case msgTread:
 		if fid := d.u32(); d.ok {
-			f.c.sawRead(tag, fid)
+			c.sawRead(tag, fid)
 		}
 	case msgTflush:
 		if old := d.u16(); d.ok {
-			f.c.sawFlush(old)
+			c.sawFlush(old)
 		}
 	case msgTclunk, msgTremove:
 		if fid := d.u32(); d.ok {
-			f.c.sawClunk(fid)
+			c.sawClunk(fid)
 		}
+	}
+}
+
+// replyWriter passes the p9 server's replies to the connection and shows
+// each reply's type and tag to its conn before the reply's first byte
+// leaves, so the conn learns which fids p9 created before the client can
+// use them. p9 writes a reply as its 7-byte header, then the body, in
+// separate Writes, one reply at a time (its sendMu); the scanner does not
+// depend on how the bytes are cut.
+type replyWriter struct {
+	w    io.WriteCloser
+	c    *conn
+	hdr  [7]byte
+	n    int    // header bytes of the current reply seen
+	skip uint32 // body bytes of the current reply still to pass
+}
+
+// Write implements io.Writer.
+func (w *replyWriter) Write(p []byte) (int, error) {
+	w.scan(p)
+	return w.w.Write(p)
+}
+
+// Close implements io.Closer.
+func (w *replyWriter) Close() error { return w.w.Close() }
+
+func (w *replyWriter) scan(p []byte) {
+	for len(p) > 0 {
+		if w.skip > 0 {
+			k := min(uint32(len(p)), w.skip)
+			p, w.skip = p[k:], w.skip-k
+			continue
+		}
+		k := copy(w.hdr[w.n:], p)
+		p, w.n = p[k:], w.n+k
+		if w.n < len(w.hdr) {
+			return
+		}
+		w.n = 0
+		if size := binary.LittleEndian.Uint32(w.hdr[:]); size > 7 {
+			w.skip = size - 7
+		}
+		w.c.sawReply(w.hdr[4], binary.LittleEndian.Uint16(w.hdr[5:]))
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/hugelgupf/p9/fsimpl/qids"
 	"github.com/hugelgupf/p9/p9"
@@ -18,6 +20,7 @@ import (
 type Server struct {
 	root sfs.Dir
 	log  *slog.Logger
+	lim  limits // for clients that have not attached; set before serving
 
 	paths    qids.PathGenerator
 	mu       sync.Mutex        // protects qidPaths
@@ -29,7 +32,7 @@ func NewServer(root sfs.Dir, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{root: root, log: log, qidPaths: map[string]uint64{}}
+	return &Server{root: root, log: log, lim: defaultLimits, qidPaths: map[string]uint64{}}
 }
 
 // qidPath returns the QID path of tree path p, the same for the life of
@@ -48,30 +51,70 @@ func (s *Server) qidPath(p string) uint64 {
 // Serve accepts connections on l and serves each until ctx is done, then
 // closes l, ends every connection and returns once all are finished.
 // A non-empty token is required as the attach name (see package doc).
+// Connections that have not attached yet are limited per listener (see
+// limits); one over the limit is closed at once.
 func (s *Server) Serve(ctx context.Context, l net.Listener, token string) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
+	adm := newAdmission(&s.lim)
+	var backoff time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			if !transientAccept(err) {
+				return err
+			}
+			// Out of descriptors or memory for a moment (a flood):
+			// wait and go on, as net/http does, rather than end the
+			// listener and with it the daemon.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("9p: accept", "err", err, "retry", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		backoff = 0
+		release, ok, refused := adm.acquire(c.RemoteAddr())
+		if !ok {
+			if refused > 0 {
+				s.log.Warn("9p: refusing connections: too many not yet attached", "remote", c.RemoteAddr().String(), "refused", refused)
+			}
+			c.Close()
+			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.ServeConn(ctx, c, token)
+			s.serveConn(ctx, c, token, release)
 		}()
 	}
 }
 
+// transientAccept reports whether an Accept error passes with time.
+func transientAccept(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // ServeConn serves one connection until it ends or ctx is done.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, token string) {
-	cn := newConn(ctx, s, c, token)
+	s.serveConn(ctx, c, token, nil)
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn, token string, release func()) {
+	cn := newConn(ctx, s, c, token, release)
+	defer cn.release()
 	defer cn.cancel()
 	defer func() {
 		// See eofDelay: p9's teardown race must not take the daemon down.
@@ -82,7 +125,14 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, token string) {
 	}()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	s.log.Debug("9p: connection", "remote", c.RemoteAddr().String())
+	attachBy := time.AfterFunc(s.lim.authTimeout, func() {
+		if !cn.authed.Load() {
+			s.log.Warn("9p: connection closed", "remote", cn.remote, "attached", false, "reason", fmt.Sprintf("no attach within %v", s.lim.authTimeout))
+			c.Close()
+		}
+	})
+	defer attachBy.Stop()
+	s.log.Debug("9p: connection", "remote", cn.remote)
 	srv := p9.NewServer(cn)
-	srv.Handle(&frameReader{r: c, c: cn}, c)
+	srv.Handle(&frameReader{r: c, c: cn}, &replyWriter{w: c, c: cn})
 }
