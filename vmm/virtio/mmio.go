@@ -68,7 +68,9 @@ type Device interface {
 	// the negotiated set. The device starts its goroutines here.
 	Activate(t *Transport) error
 	// Reset stops the device's goroutines (waiting for them) and returns it
-	// to its initial state. Called on a driver reset of a live device.
+	// to its initial state. Called when a live device is reset by the
+	// driver, failed by it (FAILED) or closed; Activate may follow after
+	// the next DRIVER_OK.
 	Reset()
 	// Notify is a queue notification from the driver, on a vCPU
 	// goroutine. It must not block: kick the device goroutine.
