@@ -195,14 +195,18 @@ func TestServeAndMount(t *testing.T) {
 	}
 
 	b2 := filepath.Join(dir, "b2")
-	m2 := start(t, bin, "mount", b2, "--addr", "tcp:"+tcp, "--token", strings.TrimSpace(string(tok)))
+	m2 := start(t, bin, "mount", b2, "--addr", "tcp:"+tcp, "--token-file", filepath.Join(state, "token"))
 	waitMounted(t, b2, m2)
 	if got := runSession(t, b2); got != direct {
 		t.Errorf("session over sandfs mount (tcp) differs:\n%s\nwant:\n%s", got, direct)
 	}
 
 	// TCP without the token, or with a wrong one: refused.
-	for _, args := range [][]string{{}, {"--token", "wrong"}} {
+	wrong := filepath.Join(dir, "wrong-token")
+	if err := os.WriteFile(wrong, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{}, {"--token-file", wrong}} {
 		b3 := filepath.Join(dir, "b3")
 		m3 := start(t, bin, append([]string{"mount", b3, "--addr", "tcp:" + tcp}, args...)...)
 		select {
@@ -214,6 +218,20 @@ func TestServeAndMount(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Errorf("mount over tcp %v without the token did not fail", args)
 		}
+	}
+
+	// The token on the command line (visible to every user): refused
+	// before dialing, even the right one.
+	b5 := filepath.Join(dir, "b5")
+	m5 := start(t, bin, "mount", b5, "--addr", "tcp:"+tcp, "--token", strings.TrimSpace(string(tok)))
+	select {
+	case err := <-m5.done:
+		m5.done <- err
+		if err == nil || !strings.Contains(m5.stderr.String(), "--token is refused") {
+			t.Errorf("mount --token: %v\n%s; want a refusal naming --token", err, m5.stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("mount --token did not fail")
 	}
 
 	// The daemon logged the failures with their text.

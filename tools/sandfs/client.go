@@ -13,38 +13,45 @@ import (
 )
 
 // clientFlags are the connection flags of the commands built on the tree
-// (new, ls, exec, kill, cp): the same as `sandfs mount`.
+// (new, ls, exec, kill, cp) and of `sandfs mount`.
 type clientFlags struct {
-	addr, token, tokenFile string
+	addr, argvToken, tokenFile string
 }
 
 func (f *clientFlags) register(fl *flag.FlagSet) {
-	fl.StringVar(&f.addr, "addr", "", "9P server, unix:PATH or tcp:HOST:PORT (default: $SANDFS_ADDR, else "+client.DefaultAddr+" if it exists, else the daemon `make run` left in "+client.EndpointFile+")")
-	fl.StringVar(&f.token, "token", os.Getenv("SANDFS_TOKEN"), "attach token (required over TCP; default $SANDFS_TOKEN)")
-	fl.StringVar(&f.tokenFile, "token-file", "", "read the token from this file")
+	fl.StringVar(&f.addr, "addr", client.DefaultAddr, "9P server, unix:PATH or tcp:HOST:PORT")
+	fl.StringVar(&f.tokenFile, "token-file", "", "read the attach token (TCP only) from this file; default $SANDFS_TOKEN")
+	fl.StringVar(&f.argvToken, "token", "", "refused: a command line is visible to every local user; use --token-file or $SANDFS_TOKEN")
+}
+
+// errArgvToken refuses --token.
+var errArgvToken = errors.New("--token is refused: every local user can read a command line (ps, /proc/PID/cmdline); use --token-file F or $SANDFS_TOKEN")
+
+// token returns the attach name for f.addr: "" on a unix socket (guarded
+// by its mode; its attach name must be empty, whatever $SANDFS_TOKEN
+// says); over TCP the content of --token-file, else $SANDFS_TOKEN.
+func (f *clientFlags) token() (string, error) {
+	if f.argvToken != "" {
+		return "", errArgvToken
+	}
+	if strings.HasPrefix(f.addr, "unix:") {
+		return "", nil
+	}
+	if f.tokenFile == "" {
+		return os.Getenv("SANDFS_TOKEN"), nil
+	}
+	b, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // dial connects to the daemon (10 s to answer).
 func (f *clientFlags) dial() (*client.Client, error) {
-	tok := f.token
-	if f.addr == "" {
-		e, err := client.DefaultEndpoint()
-		if err != nil {
-			return nil, err
-		}
-		f.addr = e.Addr
-		if tok == "" && f.tokenFile == "" {
-			if tok, err = e.Token(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return nil, err
-		}
-		tok = strings.TrimSpace(string(b))
+	tok, err := f.token()
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -20,9 +20,9 @@ func init() {
 
 func runMount(args []string) int {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
-	addr := fl.String("addr", "unix:/run/sandfs/sandfs.sock", "9P server, unix:PATH or tcp:HOST:PORT")
-	token := fl.String("token", os.Getenv("SANDFS_TOKEN"), "attach token (TCP only; default $SANDFS_TOKEN)")
-	tokenFile := fl.String("token-file", "", "read the token from this file")
+	var cf clientFlags
+	cf.register(fl)
+	addr := &cf.addr
 	debug := fl.Bool("debug", false, "log at debug level")
 	// Accept the mount point before or after the flags.
 	var mnt string
@@ -35,7 +35,7 @@ func runMount(args []string) int {
 	if mnt == "" && fl.NArg() == 1 {
 		mnt = fl.Arg(0)
 	} else if fl.NArg() != 0 || mnt == "" {
-		fmt.Fprintln(os.Stderr, "usage: sandfs mount MNT [--addr unix:PATH|tcp:HOST:PORT] [--token T | --token-file F]")
+		fmt.Fprintln(os.Stderr, "usage: sandfs mount MNT [--addr unix:PATH|tcp:HOST:PORT] [--token-file F]")
 		return 2
 	}
 	level := slog.LevelInfo
@@ -43,25 +43,16 @@ func runMount(args []string) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			log.Error("mount: " + err.Error())
-			return 1
-		}
-		*token = strings.TrimSpace(string(b))
-	}
-
-	if strings.HasPrefix(*addr, "unix:") {
-		// The unix socket is guarded by its mode: its attach name
-		// must be empty, whatever $SANDFS_TOKEN says.
-		*token = ""
+	token, err := cf.token()
+	if err != nil {
+		log.Error("mount: " + err.Error())
+		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	r, err := ninep.Dial(dctx, *addr, *token)
+	r, err := ninep.Dial(dctx, *addr, token)
 	cancel()
 	if err != nil {
 		log.Error("mount: " + err.Error())

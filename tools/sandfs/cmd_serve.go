@@ -58,7 +58,7 @@ func runServe(args []string) int {
 	var listens listFlag
 	fl.Var(&listens, "listen", "9P listener, unix:PATH or tcp:HOST:PORT (repeatable; default unix:/run/sandfs/sandfs.sock)")
 	mnt := fl.String("mount", "/mnt/sandfs", "also mount the tree with FUSE at this directory (created if missing); \"\" for none")
-	tokenFile := fl.String("token-file", "", "file holding the TCP token (default: STATE/token, generated if missing)")
+	tokenFile := fl.String("token-file", "", "file holding the TCP token (default: $SANDFS_TOKEN, else STATE/token, generated if missing)")
 	kernel := fl.String("kernel", envOr("SANDFS_KERNEL", besideBinary("build/vmlinuz")), "guest kernel for the VMM runtime (default: $SANDFS_KERNEL, else build/vmlinuz of the checkout holding this binary)")
 	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", besideBinary("build/templates")), "template directory for the VMM runtime (default: $SANDFS_TEMPLATES, else build/templates beside build/vmlinuz)")
 	debug := fl.Bool("debug", false, "log at debug level")
@@ -138,7 +138,7 @@ func serve(log *slog.Logger, c serveConfig) error {
 	var token string
 	for _, l := range c.listens {
 		if strings.HasPrefix(l, "tcp:") {
-			if token, err = loadToken(c.state, c.tokenFile); err != nil {
+			if token, err = loadToken(log, c.state, c.tokenFile); err != nil {
 				return err
 			}
 			break
@@ -253,26 +253,45 @@ func listen(addr string) (net.Listener, error) {
 	return nil, fmt.Errorf("listen: bad address %q (want unix:PATH or tcp:HOST:PORT)", addr)
 }
 
-// loadToken returns the TCP token: the content of file if given, else of
-// STATE/token, which is generated (32 hex digits, mode 0600) if missing.
-func loadToken(state, file string) (string, error) {
-	if file == "" {
-		file = filepath.Join(state, "token")
-		if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
-			b := make([]byte, 16)
-			rand.Read(b)
-			if err := os.WriteFile(file, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
-				return "", err
+// minToken is the shortest token serve accepts (the generated ones have
+// 32 hex digits).
+const minToken = 16
+
+// loadToken returns the TCP token: the content of file if given, else
+// $SANDFS_TOKEN (then removed from the environment, so that no child
+// inherits it), else the content of STATE/token, which is generated (32
+// hex digits, mode 0600) if missing. Never from the command line, which
+// every local user can read.
+func loadToken(log *slog.Logger, state, file string) (string, error) {
+	tok, from := "", file
+	if env := os.Getenv("SANDFS_TOKEN"); file == "" && env != "" {
+		tok, from = strings.TrimSpace(env), "$SANDFS_TOKEN"
+		os.Unsetenv("SANDFS_TOKEN")
+	} else {
+		if file == "" {
+			file = filepath.Join(state, "token")
+			if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+				b := make([]byte, 16)
+				rand.Read(b)
+				if err := os.WriteFile(file, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+					return "", err
+				}
 			}
 		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("token: %w", err)
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("serve: token file is readable by other users", "file", file, "mode", fi.Mode().Perm())
+		}
+		tok, from = strings.TrimSpace(string(b)), file
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("token: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
 	if tok == "" || strings.ContainsAny(tok, "/ \t\n") {
-		return "", fmt.Errorf("token: %s must hold one word without '/'", file)
+		return "", fmt.Errorf("token: %s must hold one word without '/'", from)
+	}
+	if len(tok) < minToken {
+		return "", fmt.Errorf("token: %s too short (%d bytes, want at least %d)", from, len(tok), minToken)
 	}
 	return tok, nil
 }
