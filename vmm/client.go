@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/vmm/cgroup"
 	"sandfs/vmm/tailbuf"
 )
 
@@ -24,9 +25,9 @@ import (
 // methods may be called from several goroutines; requests are serialised
 // on one control connection.
 type Process struct {
-	cmd    *exec.Cmd
-	cfg    Config
-	cgroup string // cgroup directory to remove after exit, "" none
+	cmd *exec.Cmd
+	cfg Config
+	cg  *cgroup.Group // removed after exit; nil: no cgroup
 
 	mu   sync.Mutex // serialises control requests; guards conn, rd
 	conn net.Conn
@@ -99,10 +100,6 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		}
 		cfg.Net.TapFD = fdTap
 	}
-	for len(extra) > 0 && extra[len(extra)-1] == nil {
-		extra = extra[:len(extra)-1]
-	}
-
 	cfgPath := cfg.Socket + ".json"
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -113,7 +110,6 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	}
 
 	cmd := exec.Command(bin, "vmm", "-config", cfgPath)
-	cmd.ExtraFiles = extra
 	cmd.Stdin = nil
 	cmd.Stdout = nil
 	p = &Process{cmd: cmd, cfg: cfg, done: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}}
@@ -134,22 +130,42 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	if cfg.Jail.Namespaces {
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC
 	}
+	// The cgroup: v2 is entered at clone time (CLONE_INTO_CGROUP); v1
+	// only by pid once the process exists, so the process waits at a
+	// start gate (fdGate) until it is in every hierarchy.
+	var gate *os.File // write end; nil without a v1 cgroup
 	if cfg.Jail.Cgroup != "" {
-		dir, fd, err := setupCgroup(&cfg)
+		g, err := setupCgroup(&cfg)
 		if err != nil {
 			return nil, fmt.Errorf("launch: %w", err)
 		}
-		p.cgroup = dir
-		closers = append(closers, os.NewFile(uintptr(fd), dir))
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = fd
+		p.cg = g
+		if fd := g.FD(); fd >= 0 {
+			closers = append(closers, closerFunc(g.Close))
+			cmd.SysProcAttr.UseCgroupFD = true
+			cmd.SysProcAttr.CgroupFD = fd
+		} else {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
+			}
+			closers = append(closers, r, w)
+			for len(extra) <= fdGate-3 {
+				extra = append(extra, nil)
+			}
+			extra[fdGate-3] = r
+			gate = w
+		}
 	}
+	for len(extra) > 0 && extra[len(extra)-1] == nil {
+		extra = extra[:len(extra)-1]
+	}
+	cmd.ExtraFiles = extra
 	// Connect now: the socket listens already (the backlog holds us until
 	// the process accepts), and p.conn is set before reap can look at it.
 	conn, err := net.Dial("unix", cfg.Socket)
 	if err != nil {
-		p.removeCgroup()
-		return nil, fmt.Errorf("launch: %w", err)
+		return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
 	}
 	p.conn, p.rd = conn, bufio.NewReader(conn)
 	if err := startOnSpawner(cmd); err != nil {
@@ -157,16 +173,24 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		if p.logFile != nil {
 			p.logFile.Close()
 		}
-		p.removeCgroup()
-		return nil, fmt.Errorf("launch: %w", err)
+		return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
 	}
 	go p.reap()
+	started := p // the error returns below set the result p to nil
 	defer func() {
 		if err != nil {
-			p.kill()
-			<-p.done
+			started.kill()
+			<-started.done
 		}
 	}()
+	if gate != nil {
+		if err := p.cg.Add(p.cmd.Process.Pid); err != nil {
+			return nil, fmt.Errorf("launch: %w", err) // the gate closes unopened: the process exits
+		}
+		if _, err := gate.Write([]byte{1}); err != nil {
+			return nil, fmt.Errorf("launch: start gate: %w", err)
+		}
+	}
 
 	// Wait until the process serves its control socket (after boot starts).
 	if _, err := p.request(ctx, "status"); err != nil {
@@ -204,10 +228,12 @@ func (p *Process) reap() {
 	if p.conn != nil {
 		p.conn.Close()
 	}
+	if err := p.removeCgroup(); err != nil {
+		fmt.Fprintf(p.cmd.Stderr, "vmm client: %v\n", err) // the copy from the process has ended
+	}
 	if p.logFile != nil {
 		p.logFile.Close()
 	}
-	p.removeCgroup()
 	os.Remove(p.cfg.Socket)
 	os.Remove(p.cfg.Socket + ".json")
 	close(p.done)
@@ -389,6 +415,11 @@ func lastError(stderr string) string {
 	}
 	return ""
 }
+
+// closerFunc makes a func() an io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
 
 // PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not
 // the process (prctl(2); golang/go#27505). Go may end an OS thread whose

@@ -2,80 +2,82 @@ package vmm
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/vmm/cgroup"
 )
 
 // Confinement, after Firecracker's jailer: Launch puts the process in new
-// mount, PID and IPC namespaces and a cgroup v2 with memory/CPU/PID limits;
-// the process, once /dev/kvm, guest RAM, disks and sockets are open, makes
-// its mounts private, drops to an unprivileged uid/gid and installs a
-// seccomp allowlist whose violations kill it (SECCOMP_RET_KILL_PROCESS).
+// mount, PID and IPC namespaces and a cgroup with memory/CPU/PID limits in
+// the host's layout (package cgroup: v2, or v1 hierarchies); the process,
+// once /dev/kvm, guest RAM, disks and sockets are open, makes its mounts
+// private, drops to an unprivileged uid/gid and installs a seccomp
+// allowlist whose violations kill it (SECCOMP_RET_KILL_PROCESS).
 
-const cgroupRoot = "/sys/fs/cgroup"
-
-// setupCgroup creates cfg.Jail.Cgroup under /sys/fs/cgroup with the limits
-// and returns its path and an O_DIRECTORY fd for CLONE_INTO_CGROUP.
-func setupCgroup(cfg *Config) (string, int, error) {
-	j := cfg.Jail
-	if strings.Contains(j.Cgroup, "..") || filepath.IsAbs(j.Cgroup) {
-		return "", -1, fmt.Errorf("cgroup: bad name %q", j.Cgroup)
-	}
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err != nil {
-		return "", -1, fmt.Errorf("cgroup: no cgroup v2 at %s: %w", cgroupRoot, err)
-	}
-	// Enable the controllers down the path (the leaf's parents hold no
-	// processes, so this is allowed by the no-internal-process rule).
-	dir := cgroupRoot
-	parts := strings.Split(filepath.Clean(j.Cgroup), "/")
-	for i, part := range parts {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0); err != nil {
-			return "", -1, fmt.Errorf("cgroup: enable controllers in %s: %w", dir, err)
-		}
-		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !(os.IsExist(err) && i < len(parts)-1) {
-			return "", -1, fmt.Errorf("cgroup: %w", err)
-		}
-	}
-	mem := j.MemMax
-	if mem == 0 {
-		mem = cfg.MemBytes + 128<<20
-	}
-	cpu := j.CPUMax
-	if cpu == 0 {
-		cpu = 100 * cfg.CPUs
-	}
-	pids := j.PidsMax
-	if pids == 0 {
-		pids = 64
-	}
-	for file, v := range map[string]string{
-		"memory.max": strconv.FormatUint(mem, 10),
-		"pids.max":   strconv.Itoa(pids),
-		"cpu.max":    fmt.Sprintf("%d 100000", cpu*1000),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
-			os.Remove(dir)
-			return "", -1, fmt.Errorf("cgroup: %s: %w", file, err)
-		}
-	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// setupCgroup creates cfg.Jail.Cgroup with cfg's limits in the layout
+// cgroup.Detect finds; a host without usable controllers is an error
+// (the caller asked for limits).
+func setupCgroup(cfg *Config) (*cgroup.Group, error) {
+	l, err := cgroup.Detect()
 	if err != nil {
-		os.Remove(dir)
-		return "", -1, fmt.Errorf("cgroup: %w", err)
+		return nil, err
 	}
-	return dir, fd, nil
+	return l.Create(cfg.Jail.Cgroup, cgroupLimits(cfg))
 }
 
-func (p *Process) removeCgroup() {
-	if p.cgroup != "" {
-		os.Remove(p.cgroup) // rmdir: empty once the process is reaped
+// cgroupLimits are cfg.Jail's limits with their defaults: guest RAM +
+// 128 MiB, 100 % of a CPU per vCPU, 64 tasks.
+func cgroupLimits(cfg *Config) cgroup.Limits {
+	j := cfg.Jail
+	lim := cgroup.Limits{MemBytes: j.MemMax, CPUPercent: j.CPUMax, Pids: j.PidsMax}
+	if lim.MemBytes == 0 {
+		lim.MemBytes = cfg.MemBytes + 128<<20
 	}
+	if lim.CPUPercent == 0 {
+		lim.CPUPercent = 100 * cfg.CPUs
+	}
+	if lim.Pids == 0 {
+		lim.Pids = 64
+	}
+	return lim
+}
+
+// removeCgroup removes the process's cgroup, if any, once it has been
+// reaped (a no-op the second time).
+func (p *Process) removeCgroup() error {
+	if p.cg == nil {
+		return nil
+	}
+	return p.cg.Remove()
+}
+
+// Limits is the cgroup version that limits the process (cgroup.V2 or
+// cgroup.V1), or cgroup.None when it runs without a cgroup.
+func (p *Process) Limits() cgroup.Mode {
+	if p.cg == nil {
+		return cgroup.None
+	}
+	return p.cg.Mode
+}
+
+// waitGate blocks until Launch has put this process in its cgroup v1
+// group (and before anything the limits should cover is allocated):
+// Launch passes the read end of a pipe as fdGate and writes one byte once
+// the pid is in every hierarchy. Without fdGate (cgroup v2, entered at
+// clone time, or no cgroup) it returns at once.
+func waitGate() error {
+	f := inheritedFile(fdGate, "gate")
+	if f == nil {
+		return nil
+	}
+	defer f.Close()
+	var b [1]byte
+	if n, _ := f.Read(b[:]); n != 1 {
+		return fmt.Errorf("start gate: closed before the cgroup was set up")
+	}
+	return nil
 }
 
 // confineSelf applies the in-process part of cfg.Jail, in order: private

@@ -1,16 +1,23 @@
 package vmm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/test/testenv"
+	"sandfs/vmm/cgroup"
 )
 
 // seccompChild runs in a re-executed test binary: install the VMM's filter,
@@ -78,5 +85,161 @@ func TestSeccompFilterShape(t *testing.T) {
 		if f[4+i+1+int(jeq.Jf)].K == seccompRetAllow && i == 2 {
 			t.Errorf("last jeq falls through to allow")
 		}
+	}
+}
+
+// TestLaunchEntersCgroupFirst: the VMM is in its cgroup, in every
+// hierarchy of the host's layout, before it reads the kernel (and so
+// before it maps guest RAM): in v2 by CLONE_INTO_CGROUP, in v1 by the
+// start gate. The kernel is a FIFO, so the VMM blocks opening it; no KVM
+// is needed. Its failure then ends Launch and removes the group.
+func TestLaunchEntersCgroupFirst(t *testing.T) {
+	testenv.NeedRoot(t)
+	layout, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Need(t, layout.Mode != cgroup.None, "usable cgroup controllers: "+layout.Why)
+	dir := t.TempDir()
+	kernel := filepath.Join(dir, "kernel")
+	if err := unix.Mkfifo(kernel, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name := "sandfs-test/e" + strconv.Itoa(os.Getpid())
+	cfg := Config{ID: "e", Kernel: kernel, MemBytes: 128 << 20, CPUs: 1,
+		Socket: filepath.Join(dir, "ctl.sock"), LogFile: filepath.Join(dir, "vmm.log"),
+		Jail: JailConfig{Cgroup: name}}
+	var dirs []string // the group's directory in each hierarchy
+	if layout.Mode == cgroup.V2 {
+		dirs = append(dirs, filepath.Join(layout.V2, name))
+	} else {
+		for _, c := range cgroup.Needed {
+			dirs = append(dirs, filepath.Join(layout.V1[c], name))
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range dirs {
+			os.Remove(filepath.Dir(d))
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		p, err := Launch(ctx, cfg)
+		if err == nil {
+			p.Kill()
+		}
+		errc <- err
+	}()
+	// The VMM shows up in the group while it is blocked on the FIFO.
+	var pid string
+	for deadline := time.Now().Add(30 * time.Second); pid == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(dirs[0], "cgroup.procs"))
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			pid = f[0]
+		}
+	}
+	if pid == "" {
+		t.Fatalf("no process in %s", dirs[0])
+	}
+	for _, d := range dirs[1:] {
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if !slices.Contains(strings.Fields(string(b)), pid) {
+			t.Errorf("%s/cgroup.procs = %q; want the VMM, pid %s", d, b, pid)
+		}
+	}
+	if cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline"); !strings.Contains(string(cmd), "vmm\x00-config") {
+		t.Errorf("pid %s in the group is %q; want the VMM", pid, cmd)
+	}
+	stack, _ := os.ReadFile("/proc/" + pid + "/wchan")
+	t.Logf("VMM pid %s is in %s (%s), waiting in %s", pid, name, layout.Mode, stack)
+
+	// An empty kernel: the VMM fails, Launch reports it and cleans up.
+	w, err := os.OpenFile(kernel, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "kernel") {
+		t.Errorf("Launch = %v; want the VMM's kernel error", err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left behind (%v)", d, err)
+		}
+	}
+}
+
+// TestStartGate: a VMM started with a start gate (fd 6) does nothing
+// before the gate opens (it has not reached the kernel, a FIFO nobody
+// reads), proceeds once a byte arrives, and exits with an error if the
+// gate closes without one.
+func TestStartGate(t *testing.T) {
+	dir := t.TempDir()
+	kernel := filepath.Join(dir, "kernel")
+	if err := unix.Mkfifo(kernel, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "vmm.json")
+	if err := os.WriteFile(cfgPath, []byte(`{"Kernel": "`+kernel+`", "MemBytes": 134217728, "CPUs": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// readerOpen reports whether the VMM has the FIFO open (or is
+	// blocked opening it): a non-blocking open for write fails with
+	// ENXIO while there is no reader (fifo(7)).
+	readerOpen := func() bool {
+		fd, err := unix.Open(kernel, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+			return true
+		}
+		if err != unix.ENXIO {
+			t.Fatalf("open %s: %v", kernel, err)
+		}
+		return false
+	}
+	start := func() (*exec.Cmd, *os.File, *strings.Builder) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		cmd := exec.Command(os.Args[0], "vmm", "-config", cfgPath)
+		cmd.ExtraFiles = []*os.File{nil, nil, nil, r} // fd 6
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, w, &stderr
+	}
+
+	cmd, gate, stderr := start()
+	time.Sleep(300 * time.Millisecond)
+	if readerOpen() {
+		t.Fatal("the VMM opened its kernel before the gate opened")
+	}
+	gate.Write([]byte{1})
+	gate.Close()
+	for deadline := time.Now().Add(10 * time.Second); !readerOpen(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the VMM did not reach its kernel after the gate opened")
+		}
+	}
+	cmd.Wait()
+	if !strings.Contains(stderr.String(), "kernel") {
+		t.Errorf("VMM stderr = %q; want the empty kernel's error", stderr)
+	}
+
+	cmd, gate, stderr = start()
+	gate.Close()
+	if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "start gate: closed before the cgroup was set up") {
+		t.Errorf("VMM with a closed gate: %v, stderr %q; want the gate error", err, stderr)
+	}
+	if readerOpen() {
+		t.Error("a VMM whose gate closed unopened went on to its kernel")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sandfs/test/testenv"
+	"sandfs/vmm/cgroup"
 )
 
 // launchConfig is a VMM process config for the test guest in dir.
@@ -155,12 +156,28 @@ func TestLaunchSeccompKill(t *testing.T) {
 	}
 }
 
+// TestLaunchConfined launches a fully confined VMM: PID 1 of its own
+// namespace, uid 65534, seccomp, and the cgroup the host's layout offers
+// (cgroup2 in the lab, cgroup1 on hybrid or v1 hosts; none only outside
+// the lab), whose limits are set and whose memory counter grows with
+// guest RAM; nothing is left after Stop.
 func TestLaunchConfined(t *testing.T) {
 	testenv.Need(t, os.Getuid() == 0, "needs root for namespaces and cgroups")
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	cfg := launchConfig(t, dir, "forever")
-	cfg.Jail = JailConfig{Namespaces: true, Seccomp: true, UID: 65534, GID: 65534, Cgroup: "sandfs-test/t" + strconv.Itoa(os.Getpid())}
+	layout, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cgroup layout: %s", layout)
+	if testenv.InLab() && layout.Mode != cgroup.V2 {
+		t.Fatalf("the lab mounts cgroup2 with every controller delegated; detected %s", layout)
+	}
+	cfg.Jail = JailConfig{Namespaces: true, Seccomp: true, UID: 65534, GID: 65534}
+	if layout.Mode != cgroup.None {
+		cfg.Jail.Cgroup = "sandfs-test/t" + strconv.Itoa(os.Getpid())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := Launch(ctx, cfg)
@@ -168,6 +185,9 @@ func TestLaunchConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Kill()
+	if p.Limits() != layout.Mode {
+		t.Errorf("Limits() = %s; want %s", p.Limits(), layout.Mode)
+	}
 	st, err := p.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -175,19 +195,73 @@ func TestLaunchConfined(t *testing.T) {
 	if !strings.Contains(st, " pid=1") {
 		t.Errorf("status %q: VMM is not PID 1 of its own PID namespace", st)
 	}
-	status, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/status")
+	pid := strconv.Itoa(p.Pid())
+	status, _ := os.ReadFile("/proc/" + pid + "/status")
 	if !strings.Contains(string(status), "Uid:\t65534") || !strings.Contains(string(status), "Seccomp:\t2") {
 		t.Errorf("/proc/pid/status: uid or seccomp not applied:\n%s", status)
 	}
-	cg, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/cgroup")
-	if !strings.Contains(string(cg), cfg.Jail.Cgroup) {
-		t.Errorf("cgroup = %q; want %s", cg, cfg.Jail.Cgroup)
+
+	// The group's directories: one in v2, one per controller in v1.
+	dirs := map[string]string{} // controller → directory
+	for _, c := range cgroup.Needed {
+		switch layout.Mode {
+		case cgroup.V2:
+			dirs[c] = filepath.Join(layout.V2, cfg.Jail.Cgroup)
+		case cgroup.V1:
+			dirs[c] = filepath.Join(layout.V1[c], cfg.Jail.Cgroup)
+		}
+	}
+	if layout.Mode != cgroup.None {
+		// /proc/<pid>/cgroup, "hierarchy-ID:controller-list:path"
+		// (cgroups(7)): v2 is "0::path", v1 one line per hierarchy.
+		cg, _ := os.ReadFile("/proc/" + pid + "/cgroup")
+		in := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+			if f := strings.SplitN(line, ":", 3); len(f) == 3 && strings.HasSuffix(f[2], "/"+cfg.Jail.Cgroup) {
+				for _, c := range strings.Split(f[1], ",") {
+					in[c] = true
+				}
+			}
+		}
+		want := []string{""}
+		if layout.Mode == cgroup.V1 {
+			want = cgroup.Needed
+		}
+		for _, c := range want {
+			if !in[c] {
+				t.Errorf("/proc/<vmm>/cgroup has no %q line for %s:\n%s", c, cfg.Jail.Cgroup, cg)
+			}
+		}
+		// Limits as cgroupLimits computes them for 128 MiB and 1 vCPU.
+		limit := map[cgroup.Mode]map[string]string{
+			cgroup.V2: {"memory.max": "268435456", "cpu.max": "100000 100000", "pids.max": "64"},
+			cgroup.V1: {"memory.limit_in_bytes": "268435456", "cpu.cfs_quota_us": "100000", "pids.max": "64"},
+		}[layout.Mode]
+		for file, v := range limit {
+			got, err := os.ReadFile(filepath.Join(dirs[strings.Split(file, ".")[0]], file))
+			if err != nil || strings.TrimSpace(string(got)) != v {
+				t.Errorf("%s = %q, %v; want %s", file, got, err, v)
+			}
+		}
+		// The guest's RAM is charged to the group: the process was in it
+		// before it mapped RAM (v1: the start gate; v2: CLONE_INTO_CGROUP).
+		waitFile(t, cfg.Console, "SANDFS-GUEST-INIT", bootTimeout)
+		usage := map[cgroup.Mode]string{cgroup.V2: "memory.current", cgroup.V1: "memory.usage_in_bytes"}[layout.Mode]
+		b, err := os.ReadFile(filepath.Join(dirs["memory"], usage))
+		n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || n < 8<<20 {
+			t.Errorf("%s = %q, %v; want the booted guest's RAM (at least 8 MiB)", usage, b, err)
+		}
+		t.Logf("%s of the booted guest: %d MiB", usage, n>>20)
 	}
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/" + cfg.Jail.Cgroup); err == nil {
-		t.Errorf("cgroup left behind")
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left behind (%v)", d, err)
+		}
+		os.Remove(filepath.Dir(d)) // sandfs-test, unless another run uses it
 	}
 }
 

@@ -21,6 +21,7 @@ const (
 	fdControl = 3 // listening unix socket: the control protocol
 	fdConsole = 4 // console log, opened for append (optional)
 	fdTap     = 5 // tap device (optional)
+	fdGate    = 6 // start gate: read end of a pipe; wait for a byte (cgroup v1, optional)
 )
 
 // Process exit codes; Process.Wait maps them back to ExitReason.
@@ -90,6 +91,9 @@ func Main(args []string) int {
 
 // run builds, starts and serves the machine until it ends.
 func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
+	if err := waitGate(); err != nil {
+		return ExitError, err
+	}
 	var console io.Writer
 	if f := inheritedFile(fdConsole, "console"); f != nil {
 		console = capFile(f, ConsoleMax, "\n[sandfs: console output truncated]\n")
