@@ -72,10 +72,10 @@ type JailConfig struct {
 	Seccomp    bool   `json:",omitempty"` // syscall allowlist; others kill the process
 	UID        int    `json:",omitempty"` // drop to this uid/gid after setup (0: keep)
 	GID        int    `json:",omitempty"`
-	Cgroup     string `json:",omitempty"` // cgroup v2 directory to create and run in ("" none)
-	MemMax     uint64 `json:",omitempty"` // memory.max; 0: MemBytes + 128 MiB
-	CPUMax     int    `json:",omitempty"` // cpu.max in percent of one CPU; 0: 100 × CPUs
-	PidsMax    int    `json:",omitempty"` // pids.max; 0: 64
+	Cgroup     string `json:",omitempty"` // cgroup to create and run in, e.g. "sandfs/t1", in the host's layout (package cgroup); "" none
+	MemMax     uint64 `json:",omitempty"` // memory limit in bytes; 0: MemBytes + 128 MiB
+	CPUMax     int    `json:",omitempty"` // CPU limit in percent of one CPU; 0: 100 × CPUs
+	PidsMax    int    `json:",omitempty"` // task limit (threads count); 0: 64
 }
 
 func (c *Config) validate() error {
