@@ -156,7 +156,7 @@ func TestNewLifecycle(t *testing.T) {
 	}
 	st := s.Status()
 	f := strings.Fields(st)
-	want := []string{"t1", "running", "template=base", "mem=512M", "cpus=2", "world=-", "created=", "timeout=1h", "deadline=", "pid=4242"}
+	want := []string{"t1", "running", "template=base", "mem=512M", "cpus=2", "world=-", "created=", "timeout=1h", "deadline=", "pid=4242", "limits=none"}
 	if len(f) != len(want) {
 		t.Fatalf("Status() = %q; want fields %v", st, want)
 	}
@@ -662,6 +662,51 @@ func TestNoFSImport(t *testing.T) {
 			if p := strings.Trim(imp.Path.Value, `"`); p == "sandfs/fs" || strings.HasPrefix(p, "sandfs/fs/") {
 				t.Errorf("%s imports %s", e.Name(), p)
 			}
+		}
+	}
+}
+
+// limitedRuntime starts fake machines that report limits (Limiter).
+type limitedRuntime struct {
+	*fakeRuntime
+	limits string
+}
+
+type limitedMachine struct {
+	*fakeMachine
+	limits string
+}
+
+func (m limitedMachine) Limits() string { return m.limits }
+
+func (r limitedRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
+	m, err := r.fakeRuntime.Start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return limitedMachine{m.(*fakeMachine), r.limits}, nil
+}
+
+// TestStatusLimits: status ends with the machine's limits, "none" for a
+// machine that does not say, "-" without a machine.
+func TestStatusLimits(t *testing.T) {
+	for _, tc := range []struct {
+		rt   Runtime
+		want string
+	}{
+		{limitedRuntime{newFakeRuntime(), "cgroup1"}, "limits=cgroup1"},
+		{limitedRuntime{newFakeRuntime(), "cgroup2"}, "limits=cgroup2"},
+		{newFakeRuntime(), "limits=none"},
+	} {
+		p, _ := openPlane(t, t.TempDir(), tc.rt)
+		do(t, p, "new t1")
+		s := lookup(t, p, "t1")
+		if st := s.Status(); !strings.HasSuffix(st, " "+tc.want) {
+			t.Errorf("Status() = %q; want it to end with %s", st, tc.want)
+		}
+		do(t, p, "kill t1")
+		if st := s.Status(); !strings.HasSuffix(st, " limits=-") {
+			t.Errorf("Status() after kill = %q; want it to end with limits=-", st)
 		}
 	}
 }

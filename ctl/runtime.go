@@ -73,3 +73,12 @@ type Machine interface {
 type Pider interface {
 	Pid() int
 }
+
+// Limiter is optionally implemented by a Machine that knows how its
+// resources are limited; Limits is shown in status as limits=<value>:
+// "cgroup2" or "cgroup1" (the cgroup version that limits it), "none"
+// (it runs without limits). A Machine without Limiter counts as "none".
+// Limits is called with a lock held and must return at once.
+type Limiter interface {
+	Limits() string
+}

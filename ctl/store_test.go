@@ -39,9 +39,9 @@ func TestRestartWithoutReattach(t *testing.T) {
 			t.Errorf("%s: Err() after restart = %q; want %q", id, got, want)
 		}
 	}
-	// Same fields but the state (and pid: no machine).
+	// Same fields but the state (and pid, limits: no machine).
 	a := lookup(t, p2, "a").Status()
-	if want := strings.Replace(strings.Replace(statusA, " running ", " dead ", 1), "pid=4242", "pid=0", 1); a != want {
+	if want := strings.NewReplacer(" running ", " dead ", "pid=4242", "pid=0", "limits=none", "limits=-").Replace(statusA); a != want {
 		t.Errorf("status after restart = %q; want %q", a, want)
 	}
 	if got := lookup(t, p2, "b").Config(); got.CPUs != 3 || got.World != "w1" {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"sandfs/vmm"
+	"sandfs/vmm/cgroup"
 )
 
 // VMMRuntime is the Runtime backed by one `sandfs vmm` process per sandbox
@@ -32,26 +33,45 @@ type VMMRuntime struct {
 	Cmdline string
 	// Jail confines each VMM; Cgroup is filled per sandbox as
 	// "sandfs/<id>" when CgroupParent is set. NewVMMRuntime turns on
-	// namespaces, seccomp, the cgroup and the drop to JailUID/JailGID
-	// when running as root. With Jail.UID set, Start hands Spec.Dir to
-	// that uid/gid (the VMM rewrites the disk's map file there by
-	// rename) and requires every ancestor of Spec.Dir to be searchable
-	// by it; the template image stays root's and is only read.
+	// namespaces, seccomp and the drop to JailUID/JailGID when running
+	// as root, and the cgroup when the host also has usable controllers
+	// (cgroup.Detect: v2, or v1 as on hybrid hosts). With Jail.UID set,
+	// Start hands Spec.Dir to that uid/gid (the VMM rewrites the disk's
+	// map file there by rename) and requires every ancestor of Spec.Dir
+	// to be searchable by it; the template image stays root's and is
+	// only read.
 	Jail         vmm.JailConfig
 	CgroupParent string
 }
 
-// NewVMMRuntime returns the VMM runtime for the daemon.
+// NewVMMRuntime returns the VMM runtime for the daemon. It logs how the
+// VMMs' resources will be limited, and a warning if they will not be
+// (sandbox status then shows limits=none).
 func NewVMMRuntime(kernelPath, templatesDir string, log *slog.Logger) *VMMRuntime {
+	return newVMMRuntime(kernelPath, templatesDir, log, os.Geteuid() == 0, cgroup.Detect)
+}
+
+// newVMMRuntime is NewVMMRuntime with the privilege and the host's
+// cgroup layout given.
+func newVMMRuntime(kernelPath, templatesDir string, log *slog.Logger, root bool, detect func() (cgroup.Layout, error)) *VMMRuntime {
 	if log == nil {
 		log = slog.Default()
 	}
 	r := &VMMRuntime{KernelPath: kernelPath, TemplatesDir: templatesDir, Log: log}
-	if os.Geteuid() == 0 {
-		r.Jail = vmm.JailConfig{Namespaces: true, Seccomp: true, UID: JailUID, GID: JailGID}
-		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-			r.CgroupParent = "sandfs"
-		}
+	const noLimits = "vmm runtime: VMMs run without memory, CPU and PID limits (status shows limits=none)"
+	if !root {
+		log.Warn(noLimits, "why", "not root: no cgroups, namespaces, seccomp or uid drop")
+		return r
+	}
+	r.Jail = vmm.JailConfig{Namespaces: true, Seccomp: true, UID: JailUID, GID: JailGID}
+	switch l, err := detect(); {
+	case err != nil:
+		log.Warn(noLimits, "why", err)
+	case l.Mode == cgroup.None:
+		log.Warn(noLimits, "why", "no usable cgroup controllers: "+l.Why)
+	default:
+		r.CgroupParent = "sandfs"
+		log.Info("vmm runtime: VMM limits", "cgroup", l.String())
 	}
 	return r
 }
@@ -88,7 +108,7 @@ func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Ma
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
 	r.Log.Info("vmm started", "id", s.ID, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
-	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console}, nil
+	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits())}, nil
 }
 
 // config is the VMM configuration of sandbox s.
@@ -177,11 +197,13 @@ type vmmMachine struct {
 	p       *vmm.Process
 	uds     string // hybrid vsock socket (DialGuest, vmm_guest.go)
 	console string // serial log (ConsolePath)
+	limits  string // Limits
 }
 
 var (
 	_ Machine = (*vmmMachine)(nil)
 	_ Pider   = (*vmmMachine)(nil)
+	_ Limiter = (*vmmMachine)(nil)
 )
 
 // Pause implements Machine.Pause.
@@ -218,6 +240,10 @@ func (m *vmmMachine) Err() error {
 
 // Pid implements Pider.Pid.
 func (m *vmmMachine) Pid() int { return m.p.Pid() }
+
+// Limits implements Limiter.Limits: the cgroup version of the VMM's
+// cgroup, or none.
+func (m *vmmMachine) Limits() string { return m.limits }
 
 // Process is the VMM process behind a Machine started by VMMRuntime (for
 // snapshots: Process.Save), or nil.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sandfs/test/testenv"
+	"sandfs/vmm/cgroup"
 )
 
 // TestVMMRuntime boots the base template through the real VMM (lab only):
@@ -180,6 +181,14 @@ func checkJailed(t *testing.T, r *VMMRuntime, m Machine, dir string) {
 		t.Errorf("VMM /proc/pid/status lacks %v:\n%s", want, status)
 	}
 	t.Logf("VMM pid %d runs as uid %d gid %d", m.(Pider).Pid(), JailUID, JailGID)
+	// Limits: the host's cgroup layout, as status shows it.
+	l, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.(Limiter).Limits(); got != string(l.Mode) {
+		t.Errorf("Limits() = %s; want %s (%s)", got, l.Mode, l)
+	}
 	for p, uid := range map[string]int{dir: JailUID, filepath.Join(r.TemplatesDir, "base.ext4"): 0} {
 		fi, err := os.Stat(p)
 		if err != nil {

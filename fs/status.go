@@ -11,7 +11,7 @@ import (
 // statusFile serves /sandboxes/<id>/status, one line in fixed field order
 // (ctl.Sandbox.Status; new fields only ever go at the end), e.g.
 //
-//	box1 running template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242
+//	box1 running template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242 limits=cgroup2
 type statusFile struct {
 	sb   *ctl.Sandbox
 	mode iofs.FileMode

@@ -13,7 +13,7 @@ import (
 // sandbox's state changes after the open (or returns at once if it has
 // ended), then returns the status line:
 //
-//	box1 paused template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242
+//	box1 paused template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242 limits=cgroup2
 //
 // then EOF. Reading again from offset 0 on the same open waits for the
 // change after that one. An interrupted read (Ctrl-C, 9P flush or clunk)
