@@ -19,7 +19,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(fl *flag.FlagSet) {
-	fl.StringVar(&f.addr, "addr", client.DefaultAddr, "9P server, unix:PATH or tcp:HOST:PORT")
+	fl.StringVar(&f.addr, "addr", "", "9P server, unix:PATH or tcp:HOST:PORT (default: $SANDFS_ADDR, else "+client.DefaultAddr+" if it exists, else the daemon `make run` left in "+client.EndpointFile+")")
 	fl.StringVar(&f.tokenFile, "token-file", "", "read the attach token (TCP only) from this file; default $SANDFS_TOKEN")
 	fl.StringVar(&f.argvToken, "token", "", "refused: a command line is visible to every local user; use --token-file or $SANDFS_TOKEN")
 }
@@ -33,6 +33,18 @@ var errArgvToken = errors.New("--token is refused: every local user can read a c
 func (f *clientFlags) token() (string, error) {
 	if f.argvToken != "" {
 		return "", errArgvToken
+	}
+	if f.addr == "" {
+		// No --addr: the default endpoint, with its token file unless
+		// one was given.
+		e, err := client.DefaultEndpoint()
+		if err != nil {
+			return "", err
+		}
+		f.addr = e.Addr
+		if f.tokenFile == "" && os.Getenv("SANDFS_TOKEN") == "" {
+			return e.Token()
+		}
 	}
 	if strings.HasPrefix(f.addr, "unix:") {
 		return "", nil
