@@ -39,6 +39,7 @@ func TestMakeRunLab(t *testing.T) {
 
 type run struct {
 	repo string
+	mnt  string // the FUSE mount run.sh made
 	env  []string // the CLI's environment: no SANDFS_ADDR or token
 }
 
@@ -119,7 +120,7 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 	if !strings.Contains(log.String(), want) {
 		t.Fatalf("run.sh did not take the %s path (want %q):\n%s", mode, want, log.String())
 	}
-	return &run{repo: repo, env: base}
+	return &run{repo: repo, mnt: filepath.Join(dir, "mnt"), env: base}
 }
 
 // drive uses the CLI with no connection flags, as the README shows.
@@ -130,6 +131,11 @@ func drive(t *testing.T, r *run) {
 	}
 	if out := r.cli(t, "ls"); !strings.Contains(out, id) {
 		t.Errorf("sandfs ls = %q; want %s in it", out, id)
+	}
+	// The mount (serve --mount natively; sandfs mount over TCP on the
+	// lab path) shows the same sandbox.
+	if b, err := os.ReadFile(filepath.Join(r.mnt, "sandboxes", id, "status")); err != nil || !strings.HasPrefix(string(b), id+" ") {
+		t.Errorf("%s/sandboxes/%s/status = %q, %v", r.mnt, id, b, err)
 	}
 	// The sandbox runs before its guest agent answers (seconds under the
 	// lab's emulation): wait for exec to work.
