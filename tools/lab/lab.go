@@ -120,12 +120,21 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// initramfs builds the lab initramfs: busybox-static, the init script, the
-// command and its environment.
+// bashStatic is Debian's bash-static: the lab's /bin/bash, so that the
+// project's scripts (make run's tools/lab/run.sh) and the docs' transcripts
+// run there as on the host.
+const bashStatic = "/bin/bash-static"
+
+// initramfs builds the lab initramfs: busybox-static, bash-static, the init
+// script, the command and its environment.
 func initramfs(busybox string, o *Options) ([]byte, error) {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return nil, fmt.Errorf("lab: read busybox: %v (apt-get install busybox-static)", err)
+	}
+	bash, err := os.ReadFile(bashStatic)
+	if err != nil {
+		return nil, fmt.Errorf("lab: read bash: %v (apt-get install bash-static)", err)
 	}
 	var cmd strings.Builder
 	cmd.WriteString("exec")
@@ -162,6 +171,7 @@ func initramfs(busybox string, o *Options) ([]byte, error) {
 	c.chr("dev/null", 0o666, 1, 3)
 	c.file("bin/busybox", 0o755, bb)
 	c.symlink("bin/sh", "busybox")
+	c.file("bin/bash", 0o755, bash)
 	c.file("init", 0o755, initScript)
 	c.file("run/cmd", 0o644, []byte(cmd.String()))
 	c.file("run/env", 0o644, []byte(envf.String()))
