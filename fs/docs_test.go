@@ -26,7 +26,7 @@ func TestDocTranscripts(t *testing.T) {
 		n++
 		t.Run(fmt.Sprintf("line%d", tr.Line), func(t *testing.T) {
 			e := newEnv(t, "")
-			transcript.Run(t, tr, mountFUSE(t, e.tree.Root()).dir, 60*time.Second)
+			transcript.Run(t, tr, mountFUSE(t, e.tree.Root()).dir, nil, 60*time.Second)
 		})
 	}
 	if n == 0 {

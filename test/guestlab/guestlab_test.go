@@ -483,14 +483,30 @@ func BenchmarkGuestRatios(b *testing.B) {
 }
 
 // TestDocLabTranscripts runs the `<!-- transcript: lab -->` blocks of
-// docs/filesystem.md against a real daemon, each in a fresh tree where
-// sandbox d (template base) already runs with its agent answering.
+// docs/filesystem.md against one real daemon, in order (later blocks use
+// the sandboxes earlier ones made), each block in a fresh bash in the
+// mount, after sandbox d (template base) has started and its agent
+// answers. The CLI finds this daemon through $SANDFS_ADDR.
 func TestDocLabTranscripts(t *testing.T) {
 	need(t)
 	ts, err := transcript.Parse(filepath.Join(repo(), "docs/filesystem.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := startDaemon(t)
+	d.mustSh(t, "echo 'new d template=base' > ctl")
+	// Wait through fs/, not exec: an exec would take procs slot 1.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if out, err := d.sh(t, "ls sandboxes/d/fs/"); err == nil && strings.Contains(out, "bin") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sandbox d: guest agent not serving fs/ after 2m")
+		}
+		time.Sleep(time.Second)
+	}
+	env := []string{"SANDFS_ADDR=unix:" + d.sock, "PATH=" + filepath.Dir(sandfsBin()) + ":" + os.Getenv("PATH")}
 	n := 0
 	for _, tr := range ts {
 		if !tr.Lab {
@@ -498,20 +514,7 @@ func TestDocLabTranscripts(t *testing.T) {
 		}
 		n++
 		t.Run(fmt.Sprintf("line%d", tr.Line), func(t *testing.T) {
-			d := startDaemon(t)
-			d.mustSh(t, "echo 'new d template=base' > ctl")
-			// Wait through fs/, not exec: an exec would take procs slot 1.
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
-				if out, err := d.sh(t, "ls sandboxes/d/fs/"); err == nil && strings.Contains(out, "bin") {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("sandbox d: guest agent not serving fs/ after 2m")
-				}
-				time.Sleep(time.Second)
-			}
-			transcript.Run(t, tr, d.mnt, 3*time.Minute)
+			transcript.Run(t, tr, d.mnt, env, 3*time.Minute)
 		})
 	}
 	if n == 0 {

@@ -81,10 +81,11 @@ func MatchLine(want, got string) bool {
 var bashLine = regexp.MustCompile(`^bash: line \d+: `)
 
 // Run runs tr's commands, verbatim, in one bash started in dir (the mount,
-// which stands for MountPoint), and reports every step whose output
-// differs. Error lines are compared as an interactive bash prints them
-// ("bash: echo: ...", without "line N:").
-func Run(t testing.TB, tr Transcript, dir string, timeout time.Duration) {
+// which stands for MountPoint) with env added to this process's
+// environment, and reports every step whose output differs. Error lines
+// are compared as an interactive bash prints them ("bash: echo: ...",
+// without "line N:").
+func Run(t testing.TB, tr Transcript, dir string, env []string, timeout time.Duration) {
 	t.Helper()
 	var script strings.Builder
 	// bash changes into the mount itself: a child that chdirs into this
@@ -99,6 +100,7 @@ func Run(t testing.TB, tr Transcript, dir string, timeout time.Duration) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 5 * time.Second
 	out, _ := cmd.Output() // the last command's status is part of the transcript
 	if ctx.Err() != nil {
@@ -113,6 +115,7 @@ func Run(t testing.TB, tr Transcript, dir string, timeout time.Duration) {
 			got[k] = []string{}
 			continue
 		}
+		l = strings.TrimSuffix(l, "\r") // as a terminal shows it (the serial console ends lines with CRLF)
 		l = bashLine.ReplaceAllString(l, "bash: ")
 		l = strings.ReplaceAll(l, dir, MountPoint)
 		got[k] = append(got[k], l)

@@ -32,7 +32,7 @@ func TestMatchLine(t *testing.T) {
 func TestRunReportsDifferences(t *testing.T) {
 	tr := Transcript{Line: 1, Steps: []Step{{Cmd: "echo hi", Want: []string{"hi"}}, {Cmd: "echo no", Want: []string{"yes"}}}}
 	ft := &fakeT{TB: t}
-	Run(ft, tr, t.TempDir(), 10*time.Second)
+	Run(ft, tr, t.TempDir(), nil, 10*time.Second)
 	if ft.errors != 1 {
 		t.Fatalf("%d differences reported, want 1", ft.errors)
 	}
