@@ -2,6 +2,8 @@ package ctl
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,7 +34,7 @@ type VMMRuntime struct {
 	// Cmdline is added to every guest's kernel command line.
 	Cmdline string
 	// Jail confines each VMM; Cgroup is filled per sandbox as
-	// "sandfs/<id>" when CgroupParent is set. NewVMMRuntime turns on
+	// "sandfs/<id>-<hash of the run dir>" when CgroupParent is set. NewVMMRuntime turns on
 	// namespaces, seccomp and the drop to JailUID/JailGID when running
 	// as root, and the cgroup when the host also has usable controllers
 	// (cgroup.Detect: v2, or v1 as on hybrid hosts). With Jail.UID set,
@@ -135,7 +137,11 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 	}
 	jail := r.Jail
 	if r.CgroupParent != "" {
-		jail.Cgroup = r.CgroupParent + "/" + s.ID
+		// Sandbox ids are unique within one state directory only: two
+		// daemons (or a test's) may both have a "t", and a VMM being
+		// reaped still holds its group. The run dir names the pair.
+		sum := sha256.Sum256([]byte(s.Dir))
+		jail.Cgroup = r.CgroupParent + "/" + s.ID + "-" + hex.EncodeToString(sum[:4])
 	}
 	return vmm.Config{
 		ID: s.ID, Kernel: r.KernelPath, MemBytes: mem, CPUs: cpus,
