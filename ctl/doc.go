@@ -8,9 +8,14 @@
 //   - The grammar (grammar.go, verbs.go, values.go): Parse turns one
 //     message into a Command through a verb Table. It is pure (no I/O,
 //     no state). GlobalVerbs is /ctl, SandboxVerbs is sandboxes/<id>/ctl
-//     and an open /clone. Each verb is documented once, in its table.
-//   - Errors (errors.go): one type, *Error{Errno, Text}; Errno(err) maps
-//     any error for the transports. Text is `verb: reason "input"`.
+//     and an open /clone. Each verb is documented once, in its table,
+//     whose row also holds the states it needs and its handler, so a
+//     write is Parse, then the row's handler under the sandbox's lock.
+//     The tokenizer, quoting and table type are package msg's (ctl/msg),
+//     shared with the guest agent and the VMM's control socket.
+//   - Errors (errors.go): one type, *Error{Errno, Text} (msg.Error);
+//     Errno(err) maps any error for the transports. Text is
+//     `verb: reason "input"`.
 //     EINVAL malformed/unknown/bad value, EBUSY wrong state (the text
 //     names the state needed), ENOENT no such sandbox, EEXIST name taken,
 //     E2BIG message too long, ENODEV no runtime configured, ENOTSUP not

@@ -1,47 +1,43 @@
 package ctl
 
 import (
+	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"syscall"
-	"unicode/utf8"
+
+	"sandfs/ctl/msg"
 )
 
 // MaxMessage is the largest ctl message accepted, in bytes (including the
 // trailing newline). Longer messages fail with E2BIG. It is far below the
 // 9P iounit and go-fuse's MaxWrite, so one write(2) is one message.
-const MaxMessage = 4096
+const MaxMessage = msg.Max
 
-// A Verb describes one ctl verb: its name, how many positional arguments
-// it takes, which key=value arguments it accepts, and its documentation.
-// The documentation is the reference for the verb (man-page style: usage,
-// effect, required state, errors); docs elsewhere point here.
-type Verb struct {
-	Name  string   // the whole first word of the message
-	Usage string   // e.g. "new [name] [template=name] [mem=size]"
-	Min   int      // minimum positional arguments
-	Max   int      // maximum positional arguments
-	Keys  []string // accepted key=value keys; nil: '=' is not special
-	Doc   string   // effect, required state, errors
+// rules are the ctl files' message rules: msg's Text rules, MaxMessage.
+var rules = msg.Rules{Max: MaxMessage}
 
-	// check validates the arguments and fills the typed fields of the
-	// command; nil means no checks beyond the counts.
-	check func(c *Command) error
-}
+// A Verb describes one ctl verb (a row of msg.Table): its name, how many
+// positional arguments it takes, which key=value arguments it accepts,
+// the states of the sandbox it acts on that it needs, its documentation
+// and its handler. The documentation is the reference for the verb
+// (man-page style: usage, effect, required state, errors); docs elsewhere
+// point here.
+type Verb = msg.Verb[handler, State]
 
 // A Table is the set of verbs one file accepts, in documentation order.
-type Table []Verb
+// Its Lookup matches the whole first word, never a prefix.
+type Table = msg.Table[handler, State]
 
-// Lookup returns the verb named exactly name (the whole word, never a
-// prefix), or nil.
-func (t Table) Lookup(name string) *Verb {
-	for i := range t {
-		if t[i].Name == name {
-			return &t[i]
-		}
-	}
-	return nil
+// handler is what a verb does, in two steps. check (pure, called by
+// Parse) validates the arguments and fills the typed fields of the
+// Command; nil means no checks beyond the counts. Then the file applies
+// it: /ctl calls plane (GlobalVerbs), sandboxes/<id>/ctl and /clone call
+// sandbox (SandboxVerbs). Each row of a table sets the function of its
+// file (TestTables), so dispatch needs no switch on verb names.
+type handler struct {
+	check   func(c *Command) error
+	plane   func(p *Plane, ctx context.Context, c Command, v *Verb) (reply string, err error)
+	sandbox func(s *Sandbox, ctx context.Context, c Command, v *Verb) error
 }
 
 // Command is a parsed and validated ctl message.
@@ -62,125 +58,30 @@ type Command struct {
 // blanks is quoted with single quotes; two single quotes inside quotes are
 // one literal quote (rc(1) rules: a'b c'd is one argument "ab cd"). For verbs with Keys,
 // an argument containing '=' is key=value; each key at most once.
+// (msg.Rules.Split and msg.Table.Parse.)
 //
 // Errors (all *Error): E2BIG too long; EINVAL for everything else: not
 // text, several lines, empty, unterminated quote, unknown verb, wrong
 // number of arguments, unknown or repeated key, invalid value.
-func Parse(msg []byte, t Table) (Command, error) {
-	if len(msg) > MaxMessage {
-		return Command{}, Errorf(syscall.E2BIG, "ctl: message too long (%d bytes, max %d)", len(msg), MaxMessage)
-	}
-	s := string(msg)
-	if !utf8.ValidString(s) {
-		return Command{}, Errorf(syscall.EINVAL, "ctl: message is not UTF-8 text %s", quote(s))
-	}
-	s = strings.TrimSuffix(s, "\n")
-	for _, r := range s {
-		switch {
-		case r == '\n':
-			return Command{}, Errorf(syscall.EINVAL, "ctl: more than one line %s", quote(s))
-		case r == '\t':
-		case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
-			return Command{}, Errorf(syscall.EINVAL, "ctl: control character in message %s", quote(s))
-		}
-	}
-	words, err := tokenize(s)
+func Parse(m []byte, t Table) (Command, error) {
+	c, _, err := parse(m, t)
+	return c, err
+}
+
+// parse is Parse, also returning the verb's row.
+func parse(m []byte, t Table) (Command, *Verb, error) {
+	call, err := t.Parse(rules, m)
 	if err != nil {
-		return Command{}, err
+		return Command{}, nil, err
 	}
-	if len(words) == 0 {
-		return Command{}, Errorf(syscall.EINVAL, "ctl: empty message")
-	}
-	v := t.Lookup(words[0])
-	if v == nil {
-		return Command{}, Errorf(syscall.EINVAL, "ctl: unknown verb %s", quote(words[0]))
-	}
-	c := Command{Verb: v.Name}
-	for _, w := range words[1:] {
-		k, val, ok := strings.Cut(w, "=")
-		if !ok || v.Keys == nil {
-			c.Args = append(c.Args, w)
-			continue
-		}
-		if !slices.Contains(v.Keys, k) {
-			return Command{}, Errorf(syscall.EINVAL, "%s: unknown key %s", v.Name, quote(w))
-		}
-		if _, dup := c.Keys[k]; dup {
-			return Command{}, Errorf(syscall.EINVAL, "%s: repeated key %s", v.Name, quote(w))
-		}
-		if c.Keys == nil {
-			c.Keys = map[string]string{}
-		}
-		c.Keys[k] = val
-	}
-	switch {
-	case len(c.Args) < v.Min:
-		return Command{}, Errorf(syscall.EINVAL, "%s: missing argument %s (usage: %s)", v.Name, quote(s), v.Usage)
-	case len(c.Args) > v.Max:
-		return Command{}, Errorf(syscall.EINVAL, "%s: too many arguments %s (usage: %s)", v.Name, quote(s), v.Usage)
-	}
-	if v.check != nil {
-		if err := v.check(&c); err != nil {
-			return Command{}, err
+	v := call.Verb
+	c := Command{Verb: v.Name, Args: call.Args, Keys: call.Keys}
+	if v.Run.check != nil {
+		if err := v.Run.check(&c); err != nil {
+			return Command{}, nil, err
 		}
 	}
-	return c, nil
-}
-
-// tokenize splits s into words at blanks, removing single quotes by rc(1)
-// rules. A quoted empty string (two single quotes) is an empty word.
-func tokenize(s string) ([]string, error) {
-	var (
-		words  []string
-		b      strings.Builder
-		inWord bool
-	)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t':
-			if inWord {
-				words = append(words, b.String())
-				b.Reset()
-				inWord = false
-			}
-		case c == '\'':
-			inWord = true
-			closed := false
-			for i++; i < len(s); i++ {
-				if s[i] != '\'' {
-					b.WriteByte(s[i])
-					continue
-				}
-				if i+1 < len(s) && s[i+1] == '\'' {
-					b.WriteByte('\'')
-					i++
-					continue
-				}
-				closed = true
-				break
-			}
-			if !closed {
-				return nil, Errorf(syscall.EINVAL, "ctl: unterminated quote %s", quote(s))
-			}
-		default:
-			inWord = true
-			b.WriteByte(c)
-		}
-	}
-	if inWord {
-		words = append(words, b.String())
-	}
-	return words, nil
-}
-
-// Quote returns s as one ctl argument: unchanged if it needs no quotes,
-// otherwise in single quotes with ' doubled. Parse(Quote(x)) gives x back.
-func Quote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t'") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	return c, v, nil
 }
 
 // String returns the command as a message Parse accepts (without newline).
@@ -189,10 +90,10 @@ func (c Command) String() string {
 	b.WriteString(c.Verb)
 	for _, a := range c.Args {
 		b.WriteByte(' ')
-		b.WriteString(Quote(a))
+		b.WriteString(msg.Quote(a))
 	}
 	for _, k := range sortedKeys(c.Keys) {
-		fmt.Fprintf(&b, " %s", Quote(k+"="+c.Keys[k]))
+		fmt.Fprintf(&b, " %s", msg.Quote(k+"="+c.Keys[k]))
 	}
 	return b.String()
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/ctl/msg"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -120,7 +122,7 @@ func TestParse(t *testing.T) {
 		{name: "kill", table: sb, in: "kill", want: Command{Verb: "kill"}},
 
 		// Long inputs are cut in error texts.
-		{name: "long unknown", table: sb, in: strings.Repeat("x", 100), errno: syscall.EINVAL, text: `ctl: unknown verb "` + strings.Repeat("x", quoteMax) + `"...`},
+		{name: "long unknown", table: sb, in: strings.Repeat("x", 100), errno: syscall.EINVAL, text: `ctl: unknown verb "` + strings.Repeat("x", msg.CiteMax) + `"...`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +167,9 @@ func TestErrorTextShape(t *testing.T) {
 	}
 }
 
+// TestTables checks every row: complete, one handler for its file, a
+// setting behind every key and one-setting verb, and a doc whose
+// "Required state:" agrees with Needs.
 func TestTables(t *testing.T) {
 	for name, tab := range map[string]Table{"global": GlobalVerbs, "sandbox": SandboxVerbs} {
 		seen := map[string]bool{}
@@ -179,16 +184,63 @@ func TestTables(t *testing.T) {
 			if !strings.Contains(v.Doc, "Errors:") && !strings.Contains(v.Doc, "Required state:") {
 				t.Errorf("%s table: verb %q: doc lacks required state or errors", name, v.Name)
 			}
+			if (name == "global") != (v.Run.plane != nil) || (name == "sandbox") != (v.Run.sandbox != nil) {
+				t.Errorf("%s table: verb %q: needs exactly the %s handler", name, v.Name, name)
+			}
+			for _, k := range v.Keys {
+				if settings[k] == nil {
+					t.Errorf("%s table: verb %q: key %q has no setting", name, v.Name, k)
+				}
+			}
+			if _, ok := settings[v.Name]; ok && name == "sandbox" && (v.Min != 1 || v.Max != 1 || v.Run.check == nil) {
+				t.Errorf("%s table: verb %q is named like a setting but does not set one", name, v.Name)
+			}
+			if _, st, ok := strings.Cut(v.Doc, "Required state: "); ok {
+				want := "any"
+				if v.Needs != nil {
+					want = strings.TrimSuffix(v.Needed(), " ("+v.NeedsWhy+")")
+				}
+				if !strings.HasPrefix(st, want) {
+					t.Errorf("%s table: verb %q: doc says required state %.30q...; Needs says %q", name, v.Name, st, want)
+				}
+			}
+		}
+	}
+	for _, v := range []string{"template", "mem", "cpus", "world", "timeout"} {
+		if SandboxVerbs.Lookup(v) == nil || settings[v] == nil {
+			t.Errorf("setting %q: no verb or no setting", v)
+		}
+	}
+}
+
+// TestConfigure checks that each one-setting verb before start sets its
+// setting and only it.
+func TestConfigure(t *testing.T) {
+	for _, tt := range []struct {
+		msg  string
+		want Config
+	}{
+		{"template t2", Config{Template: "t2"}},
+		{"mem 1G", Config{MemBytes: 1 << 30}},
+		{"cpus 3", Config{CPUs: 3}},
+		{"world w", Config{World: "w"}},
+	} {
+		c, err := Parse([]byte(tt.msg), SandboxVerbs)
+		if err != nil {
+			t.Fatalf("Parse(%q) = _, %v", tt.msg, err)
+		}
+		if got := (Config{}).with(c.Config); got != tt.want {
+			t.Errorf("Config{}.with(Parse(%q).Config) = %+v; want %+v", tt.msg, got, tt.want)
 		}
 	}
 }
 
 func TestQuoteRoundTrip(t *testing.T) {
 	for _, s := range []string{"a", "", "a b", "it's", "''", " ", "a\tb", "x=y z"} {
-		msg := "template " + Quote(s)
-		words, err := tokenize(msg)
+		m := "template " + msg.Quote(s)
+		words, err := rules.Split([]byte(m))
 		if err != nil || len(words) != 2 || words[1] != s {
-			t.Errorf("tokenize(%q) = %q, %v; want [template %q]", msg, words, err, s)
+			t.Errorf("Split(%q) = %q, %v; want [template %q]", m, words, err, s)
 		}
 	}
 }

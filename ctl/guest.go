@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+
+	"sandfs/ctl/msg"
 )
 
 // GuestPort is the vsock port on which the guest agent (sandfs-init)
@@ -41,13 +43,13 @@ func (s *Sandbox) DialGuest(ctx context.Context, port uint32) (net.Conn, error) 
 	s.mu.Unlock()
 	if st != StateRunning {
 		if st == StateRemoved {
-			return nil, Errorf(syscall.ENOENT, "guest: no sandbox %s (removed)", quote(s.id))
+			return nil, Errorf(syscall.ENOENT, "guest: no sandbox %s (removed)", msg.Cite(s.id))
 		}
-		return nil, Errorf(syscall.EBUSY, "guest: sandbox %s is %s; need running", quote(s.id), st)
+		return nil, Errorf(syscall.EBUSY, "guest: sandbox %s is %s; need running", msg.Cite(s.id), st)
 	}
 	d, ok := m.(GuestDialer)
 	if !ok {
-		return nil, Errorf(syscall.ENOTSUP, "guest: the machine of sandbox %s cannot reach its guest", quote(s.id))
+		return nil, Errorf(syscall.ENOTSUP, "guest: the machine of sandbox %s cannot reach its guest", msg.Cite(s.id))
 	}
 	c, err := d.DialGuest(ctx, port)
 	if err != nil {
@@ -55,7 +57,7 @@ func (s *Sandbox) DialGuest(ctx context.Context, port uint32) (net.Conn, error) 
 		if errno == syscall.EIO && ctx.Err() != nil {
 			errno = Errno(ctx.Err())
 		}
-		return nil, Errorf(errno, "guest: dial %s port %d: %s", quote(s.id), port, errText(err))
+		return nil, Errorf(errno, "guest: dial %s port %d: %s", msg.Cite(s.id), port, errText(err))
 	}
 	return c, nil
 }

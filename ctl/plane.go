@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"sandfs/ctl/msg"
 )
 
 // Plane is the control plane: the registry of sandboxes, their state
@@ -131,50 +133,55 @@ func (p *Plane) Ctl(ctx context.Context, msg []byte) (reply string, err error) {
 	return reply, err
 }
 
-func (p *Plane) ctl(ctx context.Context, msg []byte) (string, error) {
-	c, err := Parse(msg, GlobalVerbs)
+func (p *Plane) ctl(ctx context.Context, m []byte) (string, error) {
+	c, v, err := parse(m, GlobalVerbs)
 	if err != nil {
 		return "", err
 	}
 	if p.isClosed() {
 		return "", errClosed
 	}
-	switch c.Verb {
-	case "new":
-		s, err := p.create(c.ID, c.Config, c.Verb)
-		if err != nil {
-			return "", err
-		}
-		if err := s.start(ctx, c.Verb, true); err != nil {
-			return "", err
-		}
-		return s.id + "\n", nil
-	case "kill":
-		s, err := p.lookup(c.Verb, c.ID)
-		if err != nil {
-			return "", err
-		}
-		return "", s.kill(ctx, c.Verb)
-	case "rm":
-		s, err := p.lookup(c.Verb, c.ID)
-		if err != nil {
-			return "", err
-		}
-		return "", s.remove(c.Verb)
+	return v.Run.plane(p, ctx, c, v)
+}
+
+// ctlNew creates and starts a sandbox (new on /ctl); the reply is its id.
+func (p *Plane) ctlNew(ctx context.Context, c Command, v *Verb) (string, error) {
+	s, err := p.create(c.ID, c.Config, c.Verb)
+	if err != nil {
+		return "", err
 	}
-	return "", Errorf(syscall.EIO, "%s: verb not implemented", c.Verb)
+	if err := s.start(ctx, v, true); err != nil {
+		return "", err
+	}
+	return s.id + "\n", nil
+}
+
+func (p *Plane) ctlKill(ctx context.Context, c Command, v *Verb) (string, error) {
+	s, err := p.lookup(c.Verb, c.ID)
+	if err != nil {
+		return "", err
+	}
+	return "", s.kill(ctx, v)
+}
+
+func (p *Plane) ctlRm(ctx context.Context, c Command, v *Verb) (string, error) {
+	s, err := p.lookup(c.Verb, c.ID)
+	if err != nil {
+		return "", err
+	}
+	return "", s.remove(v)
 }
 
 // fail records a failed request's text (in the plane's err, or s's) and
 // logs it: unexpected errors (EIO) at error level, the rest at info.
-func (p *Plane) fail(id string, msg []byte, err error) {
+func (p *Plane) fail(id string, m []byte, err error) {
 	text := err.Error()
 	errno := Errno(err)
 	level := slog.LevelInfo
 	if errno == syscall.EIO {
 		level = slog.LevelError
 	}
-	p.log.Log(context.Background(), level, "ctl request failed", "sandbox", id, "msg", string(msg[:min(len(msg), quoteMax)]), "errno", errno.Error(), "err", text)
+	p.log.Log(context.Background(), level, "ctl request failed", "sandbox", id, "msg", string(m[:min(len(m), msg.CiteMax)]), "errno", errno.Error(), "err", text)
 	if id == "" {
 		p.mu.Lock()
 		p.lastErr = text
@@ -236,7 +243,7 @@ func (p *Plane) create(id string, cfg Config, verb string) (*Sandbox, error) {
 		}
 	} else if p.boxes[id] != nil || p.taken[id] {
 		p.mu.Unlock()
-		return nil, Errorf(syscall.EEXIST, "%s: sandbox exists %s", verb, quote(id))
+		return nil, Errorf(syscall.EEXIST, "%s: sandbox exists %s", verb, msg.Cite(id))
 	}
 	s := newSandbox(p, id, cfg, time.Now())
 	p.boxes[id] = s
@@ -290,7 +297,7 @@ func (p *Plane) lookup(verb, id string) (*Sandbox, error) {
 	s := p.boxes[id]
 	p.mu.Unlock()
 	if s == nil {
-		return nil, Errorf(syscall.ENOENT, "%s: no sandbox %s", verb, quote(id))
+		return nil, Errorf(syscall.ENOENT, "%s: no sandbox %s", verb, msg.Cite(id))
 	}
 	return s, nil
 }

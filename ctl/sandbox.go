@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"sandfs/ctl/msg"
 )
 
 // Sandbox is one sandbox's control handle. It stays valid after the
@@ -176,37 +178,24 @@ func (s *Sandbox) Ctl(ctx context.Context, msg []byte) error {
 	return err
 }
 
-func (s *Sandbox) ctl(ctx context.Context, msg []byte) error {
-	c, err := Parse(msg, SandboxVerbs)
+func (s *Sandbox) ctl(ctx context.Context, m []byte) error {
+	c, v, err := parse(m, SandboxVerbs)
 	if err != nil {
 		return err
 	}
 	if s.p.isClosed() {
 		return errClosed
 	}
-	switch c.Verb {
-	case "template", "mem", "cpus", "world":
-		return s.configure(c)
-	case "timeout":
-		return s.setTimeout(c)
-	case "start":
-		return s.start(ctx, c.Verb, false)
-	case "pause":
-		return s.pauseResume(ctx, c.Verb, StateRunning, StatePaused, Machine.Pause)
-	case "resume":
-		return s.pauseResume(ctx, c.Verb, StatePaused, StateRunning, Machine.Resume)
-	case "kill":
-		return s.kill(ctx, c.Verb)
-	}
-	return Errorf(syscall.EIO, "%s: verb not implemented", c.Verb)
+	return v.Run.sandbox(s, ctx, c, v)
 }
 
-// busy is the error for a verb refused in the current state.
-func (s *Sandbox) busy(verb string, need string) error {
+// busy is the error for verb v refused in the current state: EBUSY naming
+// the states v needs, or ENOENT once the sandbox is removed. op held.
+func (s *Sandbox) busy(v *Verb) error {
 	if s.state == StateRemoved {
-		return Errorf(syscall.ENOENT, "%s: no sandbox %s (removed)", verb, quote(s.id))
+		return Errorf(syscall.ENOENT, "%s: no sandbox %s (removed)", v.Name, msg.Cite(s.id))
 	}
-	return Errorf(syscall.EBUSY, "%s: sandbox %s is %s; need %s", verb, quote(s.id), s.state, need)
+	return v.Refuse("sandbox "+msg.Cite(s.id), s.state)
 }
 
 // setState moves to state to, bumping the version and waking waiters.
@@ -248,38 +237,32 @@ func (s *Sandbox) persist(verb string, st State, mut func(r *record)) error {
 		mut(&r)
 	}
 	if err := s.p.st.write(r); err != nil {
-		return Errorf(syscall.EIO, "%s: saving state of %s: %v", verb, quote(s.id), err)
+		return Errorf(syscall.EIO, "%s: saving state of %s: %v", verb, msg.Cite(s.id), err)
 	}
 	return nil
 }
 
-func (s *Sandbox) configure(c Command) error {
+// configure applies template, mem, cpus or world: the setting c gives.
+func (s *Sandbox) configure(ctx context.Context, c Command, v *Verb) error {
 	s.op.Lock()
 	defer s.op.Unlock()
-	if s.state != StateNew {
-		return s.busy(c.Verb, "new (configure before start)")
+	if !v.Allows(s.state) {
+		return s.busy(v)
 	}
 	s.mu.Lock()
-	switch c.Verb {
-	case "template":
-		s.cfg.Template = c.Config.Template
-	case "mem":
-		s.cfg.MemBytes = c.Config.MemBytes
-	case "cpus":
-		s.cfg.CPUs = c.Config.CPUs
-	case "world":
-		s.cfg.World = c.Config.World
-	}
+	s.cfg = s.cfg.with(c.Config)
 	s.mu.Unlock()
 	return nil
 }
 
-func (s *Sandbox) setTimeout(c Command) error {
+func (s *Sandbox) setTimeout(ctx context.Context, c Command, v *Verb) error {
 	s.op.Lock()
 	defer s.op.Unlock()
+	if !v.Allows(s.state) {
+		return s.busy(v)
+	}
 	d := c.Config.Timeout
-	switch s.state {
-	case StateNew, StateCreating:
+	if s.state == StateNew || s.state == StateCreating {
 		s.mu.Lock()
 		s.cfg.Timeout = d
 		s.mu.Unlock()
@@ -287,21 +270,20 @@ func (s *Sandbox) setTimeout(c Command) error {
 			return s.persist(c.Verb, s.state, nil)
 		}
 		return nil
-	case StateRunning, StatePaused:
-		var deadline time.Time
-		if d != 0 {
-			deadline = time.Now().Add(d)
-		}
-		if err := s.persist(c.Verb, s.state, func(r *record) { r.Timeout, r.Deadline = int64(d), deadline }); err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.cfg.Timeout, s.deadline = d, deadline
-		s.armLocked()
-		s.mu.Unlock()
-		return nil
 	}
-	return s.busy(c.Verb, "new, creating, running or paused")
+	// Running or paused: the deadline counts from now.
+	var deadline time.Time
+	if d != 0 {
+		deadline = time.Now().Add(d)
+	}
+	if err := s.persist(c.Verb, s.state, func(r *record) { r.Timeout, r.Deadline = int64(d), deadline }); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cfg.Timeout, s.deadline = d, deadline
+	s.armLocked()
+	s.mu.Unlock()
+	return nil
 }
 
 // armLocked (re)starts the timeout timer for s.deadline. mu held.
@@ -334,13 +316,18 @@ func (s *Sandbox) expire(deadline time.Time) {
 	s.p.notify(s.id)
 }
 
+func (s *Sandbox) ctlStart(ctx context.Context, c Command, v *Verb) error {
+	return s.start(ctx, v, false)
+}
+
 // start creates the machine of a sandbox in state new and waits until it
-// is running or has failed. verb names the request; fromNew means the
-// sandbox was made by this same request (`new`), so a refusal before
-// creation removes it again.
-func (s *Sandbox) start(ctx context.Context, verb string, fromNew bool) error {
+// is running or has failed. v is the request's verb (start, or new on
+// /ctl); fromNew means the sandbox was made by this same request (`new`),
+// so a refusal before creation removes it again.
+func (s *Sandbox) start(ctx context.Context, v *Verb, fromNew bool) error {
 	p := s.p
-	v, err := s.launch(verb)
+	verb := v.Name
+	ver, err := s.launch(v)
 	if err != nil {
 		if fromNew {
 			s.Release()
@@ -350,10 +337,10 @@ func (s *Sandbox) start(ctx context.Context, verb string, fromNew bool) error {
 	p.notify(s.id)
 	// Wait for creating → running or dead (through stopping if killed).
 	for {
-		if _, err := s.WaitFrom(ctx, v); err == errClosed {
+		if _, err := s.WaitFrom(ctx, ver); err == errClosed {
 			return err
 		} else if err != nil {
-			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s goes on creating", verb, quote(s.id))
+			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s goes on creating", verb, msg.Cite(s.id))
 		}
 		s.mu.Lock()
 		st, v2, serr := s.state, s.version, s.startErr
@@ -362,27 +349,28 @@ func (s *Sandbox) start(ctx context.Context, verb string, fromNew bool) error {
 		case StateRunning, StatePaused:
 			return nil
 		case StateCreating, StateStopping:
-			v = v2
+			ver = v2
 			continue
 		}
 		if serr == nil { // killed after the runtime had started it
 			serr = errKilledCreating
 		}
-		return &Error{Errno: Errno(serr), Text: fmt.Sprintf("%s: sandbox %s failed to start: %s", verb, quote(s.id), errText(serr))}
+		return &Error{Errno: Errno(serr), Text: fmt.Sprintf("%s: sandbox %s failed to start: %s", verb, msg.Cite(s.id), errText(serr))}
 	}
 }
 
 // errKilledCreating is why a sandbox killed while creating did not start.
 var errKilledCreating = Errorf(syscall.ECANCELED, "killed while creating")
 
-// launch moves s from new to creating and starts the creation goroutine.
-// It returns the version after the move.
-func (s *Sandbox) launch(verb string) (uint64, error) {
+// launch moves s from new to creating (the state v needs) and starts the
+// creation goroutine. It returns the version after the move.
+func (s *Sandbox) launch(v *Verb) (uint64, error) {
 	p := s.p
+	verb := v.Name
 	s.op.Lock()
 	defer s.op.Unlock()
-	if s.state != StateNew {
-		return 0, s.busy(verb, "new")
+	if s.state != StateNew || !v.Allows(s.state) {
+		return 0, s.busy(v)
 	}
 	if p.rt == nil {
 		return 0, p.noRuntimeErr(verb)
@@ -400,10 +388,10 @@ func (s *Sandbox) launch(verb string) (uint64, error) {
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
 	s.setState(StateCreating, func() { s.cancel = cancel })
-	v := s.version // op held: no other change can happen
+	ver := s.version // op held: no other change can happen
 	p.wg.Add(1)
 	go s.create(ctx, spec)
-	return v, nil
+	return ver, nil
 }
 
 // create runs Runtime.Start and records its outcome.
@@ -508,22 +496,36 @@ func (s *Sandbox) die(why string, startErr error) {
 	})
 }
 
-func (s *Sandbox) pauseResume(ctx context.Context, verb string, from, to State, call func(Machine, context.Context) error) error {
+func (s *Sandbox) pause(ctx context.Context, c Command, v *Verb) error {
+	return s.pauseResume(ctx, v, StatePaused, Machine.Pause)
+}
+
+func (s *Sandbox) resume(ctx context.Context, c Command, v *Verb) error {
+	return s.pauseResume(ctx, v, StateRunning, Machine.Resume)
+}
+
+// pauseResume calls the machine (in the state v needs) and moves s to to.
+func (s *Sandbox) pauseResume(ctx context.Context, v *Verb, to State, call func(Machine, context.Context) error) error {
 	s.op.Lock()
 	defer func() { s.op.Unlock(); s.p.notify(s.id) }()
-	if s.state != from {
-		return s.busy(verb, string(from))
+	if !v.Allows(s.state) {
+		return s.busy(v)
 	}
 	if err := call(s.m, ctx); err != nil {
-		return Errorf(Errno(err), "%s: %s", verb, errText(err))
+		return Errorf(Errno(err), "%s: %s", v.Name, errText(err))
 	}
-	err := s.persist(verb, to, nil)
+	err := s.persist(v.Name, to, nil)
 	s.setState(to, nil) // the machine did change state
 	return err
 }
 
-// kill stops s and waits until it is dead. verb names the request.
-func (s *Sandbox) kill(ctx context.Context, verb string) error {
+func (s *Sandbox) ctlKill(ctx context.Context, c Command, v *Verb) error {
+	return s.kill(ctx, v)
+}
+
+// kill stops s and waits until it is dead. v is the request's verb.
+func (s *Sandbox) kill(ctx context.Context, v *Verb) error {
+	verb := v.Name
 	s.op.Lock()
 	switch s.state {
 	case StateNew:
@@ -532,7 +534,7 @@ func (s *Sandbox) kill(ctx context.Context, verb string) error {
 		s.p.notify(s.id)
 		return nil
 	case StateRemoved:
-		err := s.busy(verb, "")
+		err := s.busy(v)
 		s.op.Unlock()
 		return err
 	case StateDead:
@@ -540,22 +542,22 @@ func (s *Sandbox) kill(ctx context.Context, verb string) error {
 		return nil
 	}
 	err := s.stopLocked(ctx, verb, "")
-	v := s.version
+	ver := s.version
 	s.op.Unlock()
 	s.p.notify(s.id)
 	if err != nil {
 		return err
 	}
 	for {
-		if _, err := s.WaitFrom(ctx, v); err == errClosed {
+		if _, err := s.WaitFrom(ctx, ver); err == errClosed {
 			return err
 		} else if err != nil {
-			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s is stopping", verb, quote(s.id))
+			return Errorf(syscall.EINTR, "%s: interrupted; sandbox %s is stopping", verb, msg.Cite(s.id))
 		}
 		if s.State().Ended() {
 			return nil
 		}
-		v = s.Version()
+		ver = s.Version()
 	}
 }
 
@@ -577,30 +579,28 @@ func (s *Sandbox) stopLocked(ctx context.Context, verb, why string) error {
 		return nil
 	}
 	if err := s.m.Stop(ctx); err != nil {
-		return Errorf(syscall.EIO, "%s: stopping %s: %s", verb, quote(s.id), errText(err))
+		return Errorf(syscall.EIO, "%s: stopping %s: %s", verb, msg.Cite(s.id), errText(err))
 	}
 	return nil
 }
 
-// remove deletes the record of a dead (or new) sandbox.
-func (s *Sandbox) remove(verb string) error {
+// remove deletes the record of a sandbox in a state v allows (dead or new).
+func (s *Sandbox) remove(v *Verb) error {
 	s.op.Lock()
 	defer func() { s.op.Unlock(); s.p.notify(s.id) }()
-	switch s.state {
-	case StateNew:
-		s.dropLocked()
-		return nil
-	case StateDead:
+	if !v.Allows(s.state) {
+		return s.busy(v)
+	}
+	if s.state != StateNew { // dead: it has a record
 		if s.p.isClosed() {
 			return errClosed
 		}
 		if err := s.p.st.remove(s.id); err != nil {
-			return Errorf(syscall.EIO, "%s: removing %s: %v", verb, quote(s.id), err)
+			return Errorf(syscall.EIO, "%s: removing %s: %v", v.Name, msg.Cite(s.id), err)
 		}
-		s.dropLocked()
-		return nil
 	}
-	return s.busy(verb, "dead (kill it first)")
+	s.dropLocked()
+	return nil
 }
 
 // dropLocked unregisters s and marks it removed. op held; the record, if

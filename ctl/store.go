@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sandfs/ctl/msg"
 )
 
 // The state directory:
@@ -103,9 +105,9 @@ func openStore(dir string) (*store, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, Errorf(syscall.EBUSY, "open: state directory in use by another daemon %s", quote(dir))
+			return nil, Errorf(syscall.EBUSY, "open: state directory in use by another daemon %s", msg.Cite(dir))
 		}
-		return nil, Errorf(syscall.EIO, "open: lock %s: %v", quote(dir), err)
+		return nil, Errorf(syscall.EIO, "open: lock %s: %v", msg.Cite(dir), err)
 	}
 	// Record our pid for people (the lock is the flock, not the content).
 	if err := f.Truncate(0); err == nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sandfs/ctl/msg"
 )
 
 // Bounds and defaults of sandbox settings.
@@ -106,7 +108,7 @@ func ParseTimeout(s string) (time.Duration, bool) {
 // checkName validates a name argument of verb.
 func checkName(verb, what, s, input string) error {
 	if !ValidName(s) {
-		return Errorf(syscall.EINVAL, "%s: invalid %s name %s (want [a-z0-9][a-z0-9-]{0,62})", verb, what, quote(input))
+		return Errorf(syscall.EINVAL, "%s: invalid %s name %s (want [a-z0-9][a-z0-9-]{0,62})", verb, what, msg.Cite(input))
 	}
 	return nil
 }
@@ -114,13 +116,13 @@ func checkName(verb, what, s, input string) error {
 func checkMem(verb, s, input string) (uint64, error) {
 	n, ok := ParseSize(s)
 	if !ok {
-		return 0, Errorf(syscall.EINVAL, "%s: invalid size %s (want e.g. 256M or 1G)", verb, quote(input))
+		return 0, Errorf(syscall.EINVAL, "%s: invalid size %s (want e.g. 256M or 1G)", verb, msg.Cite(input))
 	}
 	if n < MinMem || n > MaxMem {
-		return 0, Errorf(syscall.EINVAL, "%s: size out of range %s (want %s..%s)", verb, quote(input), FormatSize(MinMem), FormatSize(MaxMem))
+		return 0, Errorf(syscall.EINVAL, "%s: size out of range %s (want %s..%s)", verb, msg.Cite(input), FormatSize(MinMem), FormatSize(MaxMem))
 	}
 	if n%MemUnit != 0 {
-		return 0, Errorf(syscall.EINVAL, "%s: size not a whole number of MiB %s", verb, quote(input))
+		return 0, Errorf(syscall.EINVAL, "%s: size not a whole number of MiB %s", verb, msg.Cite(input))
 	}
 	return n, nil
 }
@@ -128,10 +130,10 @@ func checkMem(verb, s, input string) (uint64, error) {
 func checkCPUs(verb, s, input string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || s[0] == '+' || s[0] == '-' {
-		return 0, Errorf(syscall.EINVAL, "%s: invalid count %s (want 1..%d)", verb, quote(input), MaxCPUs)
+		return 0, Errorf(syscall.EINVAL, "%s: invalid count %s (want 1..%d)", verb, msg.Cite(input), MaxCPUs)
 	}
 	if n < 1 || n > MaxCPUs {
-		return 0, Errorf(syscall.EINVAL, "%s: count out of range %s (want 1..%d)", verb, quote(input), MaxCPUs)
+		return 0, Errorf(syscall.EINVAL, "%s: count out of range %s (want 1..%d)", verb, msg.Cite(input), MaxCPUs)
 	}
 	return n, nil
 }
@@ -139,10 +141,10 @@ func checkCPUs(verb, s, input string) (int, error) {
 func checkTimeout(verb, s, input string) (time.Duration, error) {
 	d, ok := ParseTimeout(s)
 	if !ok {
-		return 0, Errorf(syscall.EINVAL, "%s: invalid duration %s (want e.g. 300, 90s, 5m, 1h; 0 for none)", verb, quote(input))
+		return 0, Errorf(syscall.EINVAL, "%s: invalid duration %s (want e.g. 300, 90s, 5m, 1h; 0 for none)", verb, msg.Cite(input))
 	}
 	if d > MaxTimeout || (d != 0 && d < time.Second) {
-		return 0, Errorf(syscall.EINVAL, "%s: duration out of range %s (want 0 or 1s..%s)", verb, quote(input), MaxTimeout)
+		return 0, Errorf(syscall.EINVAL, "%s: duration out of range %s (want 0 or 1s..%s)", verb, msg.Cite(input), MaxTimeout)
 	}
 	return d, nil
 }
@@ -158,6 +160,25 @@ func (c Config) Defaults() Config {
 	}
 	if c.CPUs == 0 {
 		c.CPUs = DefaultCPUs
+	}
+	return c
+}
+
+// with returns c with the settings o gives put in: its non-empty
+// Template, MemBytes, CPUs and World (what the one-setting verbs before
+// start give; timeout has its own verb).
+func (c Config) with(o Config) Config {
+	if o.Template != "" {
+		c.Template = o.Template
+	}
+	if o.MemBytes != 0 {
+		c.MemBytes = o.MemBytes
+	}
+	if o.CPUs != 0 {
+		c.CPUs = o.CPUs
+	}
+	if o.World != "" {
+		c.World = o.World
 	}
 	return c
 }

@@ -1,5 +1,11 @@
 package ctl
 
+import (
+	"syscall"
+
+	"sandfs/ctl/msg"
+)
+
 // This file is the reference for every ctl verb: one table per file that
 // accepts messages, one entry per verb, documented in man-page style
 // (usage, effect, required state, errors). Errors common to all verbs
@@ -11,7 +17,8 @@ var GlobalVerbs = Table{
 		Name:  "new",
 		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur]",
 		Min:   0, Max: 1,
-		Keys: []string{"template", "mem", "cpus", "world", "timeout"},
+		Keys:  []string{"template", "mem", "cpus", "world", "timeout"},
+		Needs: []State{StateNew}, // the sandbox it creates, until it starts
 		Doc: `Creates and starts a sandbox called name ([a-z0-9][a-z0-9-]{0,62};
 without one, a short random id is chosen). Defaults: template=base
 mem=256M cpus=1, no world, timeout=0 (none). mem is a size with an
@@ -25,7 +32,7 @@ Errors: EEXIST a sandbox called name exists; ENODEV no VMM runtime is
 configured (nothing is created); ENOENT unknown template or world (from
 the runtime); ECANCELED killed while creating; EINTR the writer was
 interrupted (creation goes on); EIO the runtime failed.`,
-		check: checkNew,
+		Run: handler{check: checkNew, plane: (*Plane).ctlNew},
 	},
 	{
 		Name:  "kill",
@@ -33,12 +40,13 @@ interrupted (creation goes on); EIO the runtime failed.`,
 		Min:   1, Max: 1,
 		Doc: `Same as writing kill to sandboxes/<id>/ctl.
 Errors: ENOENT no such sandbox; otherwise as the sandbox's kill.`,
-		check: checkID,
+		Run: handler{check: checkID, plane: (*Plane).ctlKill},
 	},
 	{
 		Name:  "rm",
 		Usage: "rm <id>",
 		Min:   1, Max: 1,
+		Needs: []State{StateDead, StateNew}, NeedsWhy: "kill it first",
 		Doc: `Removes the record of a dead sandbox: it disappears from /sandboxes,
 its state file and runtime directory are deleted, and readers blocked on
 its wait return. A sandbox still in state new (reserved by an open
@@ -46,7 +54,7 @@ its wait return. A sandbox still in state new (reserved by an open
 Required state: dead or new.
 Errors: ENOENT no such sandbox; EBUSY the sandbox is not dead (kill it
 first).`,
-		check: checkID,
+		Run: handler{check: checkID, plane: (*Plane).ctlRm},
 	},
 }
 
@@ -56,43 +64,48 @@ var SandboxVerbs = Table{
 		Name:  "template",
 		Usage: "template <name>",
 		Min:   1, Max: 1,
+		Needs: []State{StateNew}, NeedsWhy: "configure before start",
 		Doc: `Sets the template the sandbox will start from.
 Required state: new (a sandbox reserved by opening /clone).
 Errors: EBUSY not in state new.`,
-		check: checkConfig,
+		Run: handler{check: checkConfig, sandbox: (*Sandbox).configure},
 	},
 	{
 		Name:  "mem",
 		Usage: "mem <size>",
 		Min:   1, Max: 1,
+		Needs: []State{StateNew}, NeedsWhy: "configure before start",
 		Doc: `Sets guest RAM: a size with an optional K/M/G/T suffix, 64M..64G,
 whole MiB (256M, 1G).
 Required state: new.
 Errors: EINVAL bad size; EBUSY not in state new.`,
-		check: checkConfig,
+		Run: handler{check: checkConfig, sandbox: (*Sandbox).configure},
 	},
 	{
 		Name:  "cpus",
 		Usage: "cpus <n>",
 		Min:   1, Max: 1,
+		Needs: []State{StateNew}, NeedsWhy: "configure before start",
 		Doc: `Sets the number of vCPUs, 1..32.
 Required state: new.
 Errors: EINVAL bad count; EBUSY not in state new.`,
-		check: checkConfig,
+		Run: handler{check: checkConfig, sandbox: (*Sandbox).configure},
 	},
 	{
 		Name:  "world",
 		Usage: "world <name>",
 		Min:   1, Max: 1,
+		Needs: []State{StateNew}, NeedsWhy: "configure before start",
 		Doc: `Attaches world name at /workspace when the sandbox starts.
 Required state: new.
 Errors: EBUSY not in state new.`,
-		check: checkConfig,
+		Run: handler{check: checkConfig, sandbox: (*Sandbox).configure},
 	},
 	{
 		Name:  "start",
 		Usage: "start",
 		Min:   0, Max: 0,
+		Needs: []State{StateNew},
 		Doc: `Creates and starts the configured sandbox. The write returns once the
 sandbox is running, or fails with the creation error (also in err); if
 the machine failed to start the sandbox is dead with the reason in err.
@@ -101,34 +114,40 @@ Errors: EBUSY not in state new; ENOENT unknown template or world (from
 the runtime); ECANCELED killed while creating; EINTR the writer was
 interrupted (creation goes on); EIO the runtime failed. (Without a VMM runtime, opening
 /clone already fails with ENODEV.)`,
+		Run: handler{sandbox: (*Sandbox).ctlStart},
 	},
 	{
 		Name:  "pause",
 		Usage: "pause",
 		Min:   0, Max: 0,
+		Needs: []State{StateRunning},
 		Doc: `Stops the sandbox's vCPUs, keeping its state.
 Required state: running.
 Errors: EBUSY not running; EIO the runtime failed (state unchanged).`,
+		Run: handler{sandbox: (*Sandbox).pause},
 	},
 	{
 		Name:  "resume",
 		Usage: "resume",
 		Min:   0, Max: 0,
+		Needs: []State{StatePaused},
 		Doc: `Restarts a paused sandbox.
 Required state: paused.
 Errors: EBUSY not paused; EIO the runtime failed (state unchanged).`,
+		Run: handler{sandbox: (*Sandbox).resume},
 	},
 	{
 		Name:  "timeout",
 		Usage: "timeout <dur>",
 		Min:   1, Max: 1,
+		Needs: []State{StateNew, StateCreating, StateRunning, StatePaused},
 		Doc: `Sets the timeout: a duration (300, 90s, 5m, 1h) or 0 for none.
 In state new it counts from start; when running or paused it counts
 from now (it replaces the deadline). At the deadline the sandbox is
 killed and its err says "timeout".
 Required state: new, creating, running or paused.
 Errors: EINVAL bad duration; EBUSY stopping or dead.`,
-		check: checkConfig,
+		Run: handler{check: checkConfig, sandbox: (*Sandbox).setTimeout},
 	},
 	{
 		Name:  "kill",
@@ -139,6 +158,7 @@ record stays listed (state dead) until rm on /ctl. Killing a sandbox in
 state new removes it; killing a dead sandbox does nothing.
 Required state: any.
 Errors: EIO the runtime failed to stop the machine.`,
+		Run: handler{sandbox: (*Sandbox).ctlKill},
 	},
 }
 
@@ -169,20 +189,35 @@ func checkConfig(c *Command) error {
 // setConfig validates value for setting key and stores it in cfg; input
 // is quoted in errors.
 func setConfig(cfg *Config, verb, key, value, input string) error {
-	var err error
-	switch key {
-	case "template":
-		err = checkName(verb, "template", value, input)
-		cfg.Template = value
-	case "world":
-		err = checkName(verb, "world", value, input)
-		cfg.World = value
-	case "mem":
-		cfg.MemBytes, err = checkMem(verb, value, input)
-	case "cpus":
-		cfg.CPUs, err = checkCPUs(verb, value, input)
-	case "timeout":
-		cfg.Timeout, err = checkTimeout(verb, value, input)
+	set := settings[key]
+	if set == nil { // a key or verb without a setting: TestTables catches it
+		return Errorf(syscall.EINVAL, "%s: unknown setting %s", verb, msg.Cite(input))
 	}
-	return err
+	return set(cfg, verb, value, input)
+}
+
+// settings are the sandbox settings a message can give, by key: the keys
+// of new and the one-setting verbs named like them. Each validates value
+// (input is what the message said, quoted in errors) and stores it in cfg.
+var settings = map[string]func(cfg *Config, verb, value, input string) error{
+	"template": func(cfg *Config, verb, value, input string) error {
+		cfg.Template = value
+		return checkName(verb, "template", value, input)
+	},
+	"world": func(cfg *Config, verb, value, input string) error {
+		cfg.World = value
+		return checkName(verb, "world", value, input)
+	},
+	"mem": func(cfg *Config, verb, value, input string) (err error) {
+		cfg.MemBytes, err = checkMem(verb, value, input)
+		return err
+	},
+	"cpus": func(cfg *Config, verb, value, input string) (err error) {
+		cfg.CPUs, err = checkCPUs(verb, value, input)
+		return err
+	},
+	"timeout": func(cfg *Config, verb, value, input string) (err error) {
+		cfg.Timeout, err = checkTimeout(verb, value, input)
+		return err
+	},
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"sandfs/ctl/msg"
 	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
 )
@@ -121,7 +122,7 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 	}
 	rootfs := filepath.Join(r.TemplatesDir, tmpl+".ext4")
 	if _, err := os.Stat(rootfs); err != nil {
-		return vmm.Config{}, Errorf(syscall.ENOENT, "new: no template %s", quote(tmpl))
+		return vmm.Config{}, Errorf(syscall.ENOENT, "new: no template %s", msg.Cite(tmpl))
 	}
 	if _, err := os.Stat(r.KernelPath); err != nil {
 		return vmm.Config{}, Errorf(syscall.EIO, "new: no kernel: %v", err)
@@ -183,7 +184,7 @@ func prepareJailDir(dir string, jail vmm.JailConfig) error {
 			st != nil && int(st.Uid) == jail.UID && mode&0o100 != 0 ||
 			st != nil && int(st.Gid) == jail.GID && mode&0o010 != 0
 		if !ok {
-			return Errorf(syscall.EACCES, "new: directory %s (mode %o) not searchable by the VMM's uid %d: run directory %s unreachable after the privilege drop", quote(a), mode, jail.UID, quote(dir))
+			return Errorf(syscall.EACCES, "new: directory %s (mode %o) not searchable by the VMM's uid %d: run directory %s unreachable after the privilege drop", msg.Cite(a), mode, jail.UID, msg.Cite(dir))
 		}
 		if a == filepath.Dir(a) {
 			break
