@@ -2,7 +2,7 @@ package vmm
 
 import (
 	"fmt"
-	"unsafe"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -90,7 +90,10 @@ func confineSelf(cfg *Config) error {
 		}
 	}
 	if j.GID != 0 || j.UID != 0 {
-		if err := unix.Setgroups(nil); err != nil {
+		// syscall's, not unix's: it changes every thread (AllThreadsSyscall);
+		// unix.Setgroups changes only the calling one, and the others
+		// would keep root's supplementary groups.
+		if err := syscall.Setgroups(nil); err != nil {
 			return fmt.Errorf("confine: setgroups: %w", err)
 		}
 		if err := unix.Setresgid(j.GID, j.GID, j.GID); err != nil {
@@ -101,91 +104,9 @@ func confineSelf(cfg *Config) error {
 		}
 	}
 	if j.Seccomp {
-		if err := installSeccomp(allowedSyscalls); err != nil {
+		if err := installSeccomp(vmmPolicy()); err != nil {
 			return fmt.Errorf("confine: %w", err)
 		}
-	}
-	return nil
-}
-
-// allowedSyscalls is what the VMM needs after setup: the Go runtime
-// (threads, signals, timers, netpoller), KVM ioctls, device I/O on open
-// fds, the control socket, and snapshot files.
-var allowedSyscalls = []uintptr{
-	// Go runtime.
-	unix.SYS_READ, unix.SYS_WRITE, unix.SYS_CLOSE, unix.SYS_MMAP, unix.SYS_MUNMAP,
-	unix.SYS_MPROTECT, unix.SYS_MADVISE, unix.SYS_BRK, unix.SYS_RT_SIGACTION,
-	unix.SYS_RT_SIGPROCMASK, unix.SYS_RT_SIGRETURN, unix.SYS_SIGALTSTACK,
-	unix.SYS_CLONE, unix.SYS_CLONE3, unix.SYS_EXIT, unix.SYS_EXIT_GROUP, unix.SYS_FUTEX,
-	unix.SYS_NANOSLEEP, unix.SYS_CLOCK_GETTIME, unix.SYS_CLOCK_NANOSLEEP, unix.SYS_GETTIMEOFDAY,
-	unix.SYS_SCHED_YIELD, unix.SYS_SCHED_GETAFFINITY, unix.SYS_GETPID, unix.SYS_GETTID,
-	unix.SYS_TGKILL, unix.SYS_TKILL, unix.SYS_GETRANDOM, unix.SYS_RESTART_SYSCALL,
-	unix.SYS_EPOLL_CREATE1, unix.SYS_EPOLL_CTL, unix.SYS_EPOLL_PWAIT, unix.SYS_EPOLL_WAIT,
-	unix.SYS_EVENTFD2, unix.SYS_PIPE2, unix.SYS_FCNTL, unix.SYS_PRLIMIT64, unix.SYS_UNAME,
-	unix.SYS_SETITIMER, unix.SYS_TIMER_CREATE, unix.SYS_TIMER_SETTIME, unix.SYS_TIMER_DELETE,
-	unix.SYS_GETUID, unix.SYS_GETEUID, unix.SYS_GETGID, unix.SYS_GETEGID, unix.SYS_MINCORE,
-	// glibc threads (cgo builds): rseq and robust futex lists on each new thread.
-	unix.SYS_RSEQ, unix.SYS_SET_ROBUST_LIST, unix.SYS_EPOLL_PWAIT2, unix.SYS_MEMBARRIER,
-	// KVM and device I/O.
-	unix.SYS_IOCTL, unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_READV, unix.SYS_WRITEV,
-	unix.SYS_PREADV, unix.SYS_PWRITEV, unix.SYS_LSEEK, unix.SYS_FSYNC, unix.SYS_FDATASYNC,
-	unix.SYS_FALLOCATE, unix.SYS_FTRUNCATE, unix.SYS_COPY_FILE_RANGE, unix.SYS_DUP, unix.SYS_DUP3,
-	// Sockets (control, hybrid vsock).
-	unix.SYS_SOCKET, unix.SYS_CONNECT, unix.SYS_ACCEPT4, unix.SYS_BIND, unix.SYS_LISTEN,
-	unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME, unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKOPT,
-	unix.SYS_SHUTDOWN, unix.SYS_RECVFROM, unix.SYS_SENDTO, unix.SYS_RECVMSG, unix.SYS_SENDMSG,
-	// Files: snapshots, logs.
-	unix.SYS_OPENAT, unix.SYS_FSTAT, unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_MKDIRAT,
-	unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_UNLINKAT, unix.SYS_GETDENTS64,
-	unix.SYS_READLINKAT, unix.SYS_FACCESSAT, unix.SYS_FACCESSAT2, unix.SYS_FCHMOD, unix.SYS_FCHOWN,
-}
-
-// Seccomp constants (linux/seccomp.h, linux/audit.h, linux/filter.h).
-const (
-	seccompSetModeFilter  = 1
-	seccompFlagTSync      = 1
-	seccompRetKillProcess = 0x80000000
-	seccompRetAllow       = 0x7fff0000
-	auditArchX8664        = 0xc000003e
-	bpfLdWAbs             = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-	bpfJeqK               = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-	bpfRetK               = unix.BPF_RET | unix.BPF_K
-	seccompDataNr         = 0 // offsetof(struct seccomp_data, nr)
-	seccompDataArch       = 4 // offsetof(struct seccomp_data, arch)
-)
-
-// seccompFilter builds the classic-BPF allowlist: wrong arch → kill;
-// nr in allow → allow; anything else → kill the process.
-func seccompFilter(allow []uintptr) []unix.SockFilter {
-	n := len(allow)
-	f := []unix.SockFilter{
-		{Code: bpfLdWAbs, K: seccompDataArch},
-		{Code: bpfJeqK, Jt: 1, Jf: 0, K: auditArchX8664},
-		{Code: bpfRetK, K: seccompRetKillProcess},
-		{Code: bpfLdWAbs, K: seccompDataNr},
-	}
-	for i, nr := range allow {
-		f = append(f, unix.SockFilter{Code: bpfJeqK, Jt: uint8(n - i), Jf: 0, K: uint32(nr)})
-	}
-	f = append(f,
-		unix.SockFilter{Code: bpfRetK, K: seccompRetKillProcess},
-		unix.SockFilter{Code: bpfRetK, K: seccompRetAllow})
-	return f
-}
-
-// installSeccomp sets no_new_privs and installs the filter on every thread
-// of the process (SECCOMP_FILTER_FLAG_TSYNC).
-func installSeccomp(allow []uintptr) error {
-	if len(allow) > 250 {
-		return fmt.Errorf("seccomp: %d syscalls do not fit 8-bit jumps", len(allow))
-	}
-	f := seccompFilter(allow)
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("seccomp: no_new_privs: %w", err)
-	}
-	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, seccompSetModeFilter, seccompFlagTSync, uintptr(unsafe.Pointer(&prog))); e != 0 {
-		return fmt.Errorf("seccomp: install filter: %w", e)
 	}
 	return nil
 }
