@@ -1,13 +1,14 @@
 # sandfs build and test entry points. See README.md and docs/lab.md.
 #
 #   make test    build everything (binaries, kernel, template), run host tests,
-#                then the lab-only test binaries inside one lab boot
+#                the fuzz targets (make fuzz, FUZZTIME each), then the lab-only
+#                test binaries inside one lab boot
 #   make run     start sandfs (natively, or inside the lab where the host
 #                cannot run guests) and mount the tree at /mnt/sandfs
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab run clean qemu-bundle bench
+.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench
 
 # bin/sandfs-init exists once ./guest/cmd/sandfs-init does.
 build:
@@ -35,6 +36,20 @@ probe: build
 test-unit:
 	CGO_ENABLED=1 $(GO) test -race ./...
 
+# Each fuzz target for FUZZTIME (4 x 10 s, about a minute with the builds),
+# one worker per core. A failing input is written to the package's
+# testdata/fuzz/<Target>/ (commit it: it becomes a seed).
+FUZZTIME ?= 10s
+FUZZ_TARGETS = ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage
+fuzz:
+	@rc=0; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t#*:}; \
+		echo "$(GO) test -run '^$$fn\$$' -fuzz '^$$fn\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		out=$$($(GO) test -run "^$$fn\$$" -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || rc=1; \
+		echo "$$out" | grep -v '^fuzz: elapsed: [0-9]*s, execs'; \
+		if echo "$$out" | grep -q 'no fuzz tests to fuzz'; then echo "make fuzz: no $$fn in $$pkg"; rc=1; fi; \
+	done; exit $$rc
+
 # Lab test binaries (packages in test/lab-packages) in one lab boot.
 test-lab: lab template
 	tools/lab/test-lab.sh
@@ -47,14 +62,16 @@ test: build kernel template
 	@bin/sandfs probe | sed 's/^/== make test: host probe: /'; \
 	echo "== make test: host tests (go test -race ./...)"; \
 	$(MAKE) --no-print-directory test-unit; unit=$$?; \
+	echo "== make test: fuzz targets ($(FUZZTIME) each)"; \
+	$(MAKE) --no-print-directory fuzz; fuzzrc=$$?; \
 	if bin/sandfs probe -q >/dev/null; then \
 		echo "== make test: guests ran natively in the host stage; no lab stage"; labrc=0; \
 	else \
 		echo "== make test: lab tests (test/lab-packages, one lab boot)"; \
 		tools/lab/test-lab.sh; labrc=$$?; \
 	fi; \
-	echo "== make test: host tests exit $$unit, lab tests exit $$labrc"; \
-	[ $$unit = 0 ] && [ $$labrc = 0 ]
+	echo "== make test: host tests exit $$unit, fuzz exit $$fuzzrc, lab tests exit $$labrc"; \
+	[ $$unit = 0 ] && [ $$fuzzrc = 0 ] && [ $$labrc = 0 ]
 
 run: build kernel template
 	tools/lab/run.sh

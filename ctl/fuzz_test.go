@@ -49,3 +49,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSize checks the mem= values: ParseSize never panics or wraps
+// around, and FormatSize and ParseSize invert each other.
+func FuzzSize(f *testing.F) {
+	for _, s := range []string{"256M", "1G", "1536m", "4097K", "0", "18446744073709551615", "16777216T", "17179869184G", "-1M", "+1", "1.5G", "M", ""} {
+		f.Add(s, uint64(0))
+	}
+	f.Add("", uint64(1<<64-1))
+	f.Fuzz(func(t *testing.T, s string, n uint64) {
+		if v, ok := ParseSize(s); ok {
+			if back, ok := ParseSize(FormatSize(v)); !ok || back != v {
+				t.Fatalf("ParseSize(%q) = %d; FormatSize gives %q, which parses to %d, %v", s, v, FormatSize(v), back, ok)
+			}
+		}
+		if back, ok := ParseSize(FormatSize(n)); !ok || back != n {
+			t.Fatalf("ParseSize(FormatSize(%d) = %q) = %d, %v; want %d", n, FormatSize(n), back, ok, n)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -159,6 +160,8 @@ func frame(typ uint8, tag uint16, body ...any) []byte {
 			b = binary.LittleEndian.AppendUint64(b, v)
 		case string:
 			b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+		case []byte:
 			b = append(b, v...)
 		}
 	}
@@ -428,4 +431,50 @@ func TestFailedWalksLeaveNoFid(t *testing.T) {
 	if len(cn.walks)+len(cn.attaches)+len(cn.readFids) != 0 {
 		t.Errorf("requests still pending after their replies: walks %v attaches %v reads %v", cn.walks, cn.attaches, cn.readFids)
 	}
+}
+
+// emfileListener fails its first n Accepts with EMFILE, as a listener
+// does while a flood holds every descriptor.
+type emfileListener struct {
+	net.Listener
+	mu sync.Mutex
+	n  int
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	fail := l.n > 0
+	l.n--
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptEMFILE: running out of descriptors for a moment (a flood)
+// does not end the listener, and with it the daemon.
+func TestAcceptEMFILE(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(oneDir{"hello", textFile("hi\n")}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var serveErr error
+	go func() { defer close(done); serveErr = srv.Serve(ctx, &emfileListener{Listener: l, n: 3}, testToken) }()
+	defer func() { cancel(); <-done }()
+	tg := &target{t: t, addr: l.Addr().String()}
+	root, err := tg.attach("127.0.0.1")
+	if err != nil {
+		select {
+		case <-done:
+			t.Fatalf("Serve returned %v after EMFILE", serveErr)
+		default:
+		}
+		t.Fatalf("attach after EMFILE: %v", err)
+	}
+	tg.legit = root
+	tg.checkLegit()
 }
