@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/ctl/msg"
+
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
@@ -29,51 +31,54 @@ func realSysOps(etcRoot string) sysOps {
 	}
 }
 
+// agentVerb is the handler of an agent verb: it applies the arguments.
+type agentVerb func(s *Server, a []string) error
+
 // agentVerbs is the grammar of the agent's /ctl: machine-wide settings
 // the host changes after boot, above all after a snapshot is restored or
 // cloned (the clock has stood still; a clone needs its own address).
-var agentVerbs = []struct {
-	name, usage, doc string
-	min, max         int
-	apply            func(s *Server, a []string) error
-}{
-	{"time", "time UNIXNS", "set the clock (settimeofday) to UNIXNS nanoseconds since 1970.", 1, 1,
-		func(s *Server, a []string) error {
+var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
+	{Name: "time", Usage: "time UNIXNS", Min: 1, Max: 1,
+		Doc: "set the clock (settimeofday) to UNIXNS nanoseconds since 1970.",
+		Run: func(s *Server, a []string) error {
 			ns, err := strconv.ParseInt(a[0], 10, 64)
 			if err != nil || ns <= 0 {
-				return errorf(syscall.EINVAL, "time: want unix nanoseconds, got %s", quote(a[0]))
+				return msg.Errorf(syscall.EINVAL, "time: want unix nanoseconds, got %s", msg.Cite(a[0]))
 			}
 			return wrapSys("time", s.sys.setClock(time.Unix(0, ns)))
 		}},
-	{"hostname", "hostname NAME", "set the host name, /etc/hostname and /etc/hosts.", 1, 1,
-		func(s *Server, a []string) error {
+	{Name: "hostname", Usage: "hostname NAME", Min: 1, Max: 1,
+		Doc: "set the host name, /etc/hostname and /etc/hosts.",
+		Run: func(s *Server, a []string) error {
 			if !validHostname(a[0]) {
-				return errorf(syscall.EINVAL, "hostname: bad name %s", quote(a[0]))
+				return msg.Errorf(syscall.EINVAL, "hostname: bad name %s", msg.Cite(a[0]))
 			}
 			return wrapSys("hostname", s.sys.setHostname(a[0]))
 		}},
-	{"net", "net IFACE ADDR/PREFIX [GW]", "give IFACE this address (replacing the same one), bring it up, set the default route via GW.", 2, 3,
-		func(s *Server, a []string) error {
+	{Name: "net", Usage: "net IFACE ADDR/PREFIX [GW]", Min: 2, Max: 3,
+		Doc: "give IFACE this address (replacing the same one), bring it up, set the default route via GW.",
+		Run: func(s *Server, a []string) error {
 			ip, n, err := net.ParseCIDR(a[1])
 			if err != nil {
-				return errorf(syscall.EINVAL, "net: bad address %s", quote(a[1]))
+				return msg.Errorf(syscall.EINVAL, "net: bad address %s", msg.Cite(a[1]))
 			}
 			n.IP = ip
 			c := Config{Iface: a[0], IP: n}
 			if len(a) == 3 {
 				if c.GW = net.ParseIP(a[2]); c.GW == nil {
-					return errorf(syscall.EINVAL, "net: bad gateway %s", quote(a[2]))
+					return msg.Errorf(syscall.EINVAL, "net: bad gateway %s", msg.Cite(a[2]))
 				}
 			}
 			return wrapSys("net", s.sys.network(c))
 		}},
-	{"dns", "dns IP...", "write /etc/resolv.conf with these name servers.", 1, 8,
-		func(s *Server, a []string) error {
+	{Name: "dns", Usage: "dns IP...", Min: 1, Max: 8,
+		Doc: "write /etc/resolv.conf with these name servers.",
+		Run: func(s *Server, a []string) error {
 			var c Config
 			for _, x := range a {
 				ip := net.ParseIP(x)
 				if ip == nil {
-					return errorf(syscall.EINVAL, "dns: bad address %s", quote(x))
+					return msg.Errorf(syscall.EINVAL, "dns: bad address %s", msg.Cite(x))
 				}
 				c.DNS = append(c.DNS, ip)
 			}
@@ -85,25 +90,14 @@ func wrapSys(verb string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return errorf(errnoSys(err), "%s: %v", verb, err)
+	return msg.Errorf(msg.Errno(err), "%s: %v", verb, err)
 }
 
 // agentCtl parses and applies one message to the agent's /ctl.
-func (s *Server) agentCtl(msg []byte) error {
-	c, err := parseMessage(msg)
+func (s *Server) agentCtl(m []byte) error {
+	c, err := agentVerbs.Parse(rules, m)
 	if err == nil {
-		err = errorf(syscall.EINVAL, "ctl: unknown verb %s", quote(c.verb))
-		for _, v := range agentVerbs {
-			if v.name != c.verb {
-				continue
-			}
-			if len(c.args) < v.min || len(c.args) > v.max {
-				err = errorf(syscall.EINVAL, "%s: wrong number of arguments (usage: %s)", v.name, v.usage)
-			} else {
-				err = v.apply(s, c.args)
-			}
-			break
-		}
+		err = c.Verb.Run(s, c.Args)
 	}
 	s.mu.Lock()
 	if err != nil {

@@ -1,12 +1,13 @@
 package guest
 
 import (
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"sandfs/ctl/msg"
 )
 
 // Config is what sandfs-init reads from the kernel command line
@@ -45,7 +46,7 @@ func ParseCmdline(cmdline string) (Config, []error) {
 	c := Config{Iface: "eth0", Port: DefaultPort}
 	var errs []error
 	bad := func(w, why string) {
-		errs = append(errs, &Error{Errno: syscall.EINVAL, Text: fmt.Sprintf("cmdline: %s %q", why, w)})
+		errs = append(errs, msg.Errorf(syscall.EINVAL, "cmdline: %s %q", why, w))
 	}
 	for _, w := range strings.Fields(cmdline) {
 		k, v, ok := strings.Cut(w, "=")

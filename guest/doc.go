@@ -61,15 +61,17 @@
 //	closestdin            close the stdin pipe (with a pty: send ^D); EBUSY unless running
 //	free                  forget a finished or never-started slot now; EBUSY while running
 //
-// Message syntax: words separated by blanks; single quotes quote, and two
-// single quotes inside quotes stand for one (rc(1)); quoted parts may
-// hold newlines (scripts);
-// one trailing newline allowed; an unquoted newline (a second message),
-// NUL bytes and messages over 64 KiB are refused (EINVAL, E2BIG). Quote
-// builds arguments. Errors: EINVAL malformed, unknown verb, wrong argument
-// count or value; EBUSY wrong state; ENOENT no such user, cwd, command or
-// slot; ENOTDIR cwd not a directory; EACCES command not executable (or
-// exec refused for the user); EPIPE stdin closed. Every failed write
+// Message syntax: package msg's grammar (sandfs/ctl/msg), shared with the
+// host's ctl files, under Script rules: words separated by blanks; single
+// quotes quote, and two single quotes inside quotes stand for one (rc(1));
+// quoted parts may hold newlines (scripts); one trailing newline allowed;
+// an unquoted newline (a second message), NUL bytes and messages over
+// 64 KiB are refused (EINVAL, E2BIG). msg.Quote builds arguments. Errors:
+// EINVAL malformed, unknown verb, wrong argument count (the same words as
+// the host's) or value; EBUSY wrong state (the text names the state
+// needed); ENOENT no such user, cwd, command or slot; ENOTDIR cwd not a
+// directory; EACCES command not executable (or exec refused for the user);
+// EPIPE stdin closed. Every failed write
 // leaves its text, `verb: reason "input"`, in the err file beside it.
 //
 // Status line (status, wait), fields in fixed order, new ones only at the

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"sandfs/ctl/msg"
+
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
@@ -57,7 +59,7 @@ func sysErr(err error) error {
 	if en, ok := err.(unix.Errno); ok {
 		return linux.Errno(en)
 	}
-	return errnoOf(err)
+	return linux.Errno(msg.Errno(err))
 }
 
 func fstat(fd int) (unix.Stat_t, error) {

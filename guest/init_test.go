@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandfs/ctl/msg"
 )
 
 func TestParseCmdline(t *testing.T) {
@@ -30,6 +32,8 @@ func TestParseCmdline(t *testing.T) {
 	}
 }
 
+// TestParseMessage checks the agent's message rules (Script rules,
+// 64 KiB); the grammar itself is tested in package msg.
 func TestParseMessage(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -48,23 +52,23 @@ func TestParseMessage(t *testing.T) {
 		{"a\nb", nil, `ctl: more than one line "a\nb"`},
 		{"a 'b", nil, `ctl: unterminated quote "a 'b"`},
 		{"a \x00", nil, `ctl: NUL byte in message "a \x00"`},
+		{strings.Repeat("x", maxMessage+1), nil, "ctl: message too long (65537 bytes, max 65536)"},
 	} {
-		c, err := parseMessage([]byte(tc.in))
+		got, err := rules.Split([]byte(tc.in))
 		if tc.err != "" {
 			if err == nil || err.Error() != tc.err {
-				t.Errorf("parseMessage(%q) = %v, want error %q", tc.in, err, tc.err)
+				t.Errorf("Split(%.20q) = %v, want error %q", tc.in, err, tc.err)
 			}
 			continue
 		}
-		got := append([]string{c.verb}, c.args...)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("parseMessage(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			t.Errorf("Split(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
 	for _, s := range []string{"", "a", "a b", "it's", "x\ny", "'"} {
-		c, err := parseMessage([]byte("v " + Quote(s)))
-		if err != nil || len(c.args) != 1 || c.args[0] != s {
-			t.Errorf("Quote(%q) does not round-trip: %q %v", s, c.args, err)
+		words, err := rules.Split([]byte("v " + msg.Quote(s)))
+		if err != nil || len(words) != 2 || words[1] != s {
+			t.Errorf("Quote(%q) does not round-trip: %q %v", s, words, err)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/ctl/msg"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -65,7 +67,7 @@ func (s spec) config() string {
 		for i, w := range words {
 			if i > 0 {
 				b.WriteByte(' ')
-				w = Quote(w)
+				w = msg.Quote(w)
 			}
 			b.WriteString(w)
 		}
@@ -183,7 +185,7 @@ func (p *proc) wait(ctx context.Context) (string, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return "", errorf(syscall.EINTR, "wait: connection closed")
+			return "", msg.Errorf(syscall.EINTR, "wait: connection closed")
 		}
 		p.mu.Lock()
 	}
@@ -221,7 +223,7 @@ func (p *proc) read(ctx context.Context, stream int, b []byte) (int, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return 0, errorf(syscall.EINTR, "read: connection closed")
+			return 0, msg.Errorf(syscall.EINTR, "read: connection closed")
 		}
 		p.mu.Lock()
 	}
@@ -279,11 +281,11 @@ func (p *proc) writeStdin(ctx context.Context, b []byte) (int, error) {
 	if f == nil {
 		switch {
 		case st == stNew:
-			return 0, errorf(syscall.EBUSY, "stdin: process not started")
+			return 0, msg.Errorf(syscall.EBUSY, "stdin: process not started")
 		case st == stRunning:
-			return 0, errorf(syscall.EPIPE, "stdin: closed")
+			return 0, msg.Errorf(syscall.EPIPE, "stdin: closed")
 		}
-		return 0, errorf(syscall.EPIPE, "stdin: process %s", st)
+		return 0, msg.Errorf(syscall.EPIPE, "stdin: process %s", st)
 	}
 	written := 0
 	for written < len(b) {
@@ -302,12 +304,12 @@ func (p *proc) writeStdin(ctx context.Context, b []byte) (int, error) {
 			if written > 0 {
 				return written, nil
 			}
-			return 0, errorf(syscall.EINTR, "stdin: write interrupted")
+			return 0, msg.Errorf(syscall.EINTR, "stdin: write interrupted")
 		}
 		if written > 0 {
 			return written, nil
 		}
-		return 0, errorf(syscall.EPIPE, "stdin: %v", err)
+		return 0, msg.Errorf(syscall.EPIPE, "stdin: %v", err)
 	}
 	return written, nil
 }
@@ -330,31 +332,22 @@ func (p *proc) exited(ws unix.WaitStatus) {
 	p.tab.scheduleFree(p)
 }
 
-// start starts the process described by p.spec with argv. Errors: EBUSY
-// not in state new; ENOENT no such user, cwd or command; ENOTDIR cwd not
-// a directory; EACCES command not executable; others from fork/exec.
-// A failed start leaves the slot in state failed.
+// start starts the process described by p.spec with argv (ctl's start
+// and exec, which the verb table runs in state new with p.mu held).
+// Errors: ENOENT no such user, cwd or command; ENOTDIR cwd not a
+// directory; EACCES command not executable; others from fork/exec. A
+// failed start leaves the slot in state failed.
 func (p *proc) start(argv []string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.freed {
-		return errorf(syscall.ENOENT, "start: process freed")
-	}
-	if p.state != stNew {
-		return errorf(syscall.EBUSY, "start: process already started (state %s)", p.state)
-	}
 	err := p.startLocked(argv)
 	if err != nil {
 		p.spec.argv = argv
 		p.state = stFailed
-		p.errno = errnoSys(err)
+		p.errno = msg.Errno(err)
 		p.ended = time.Now()
 		p.notifyLocked()
 	}
 	return err
 }
-
-func errnoSys(err error) syscall.Errno { return syscall.Errno(errnoOf(err)) }
 
 func (p *proc) startLocked(argv []string) error {
 	s := p.spec
@@ -365,7 +358,7 @@ func (p *proc) startLocked(argv []string) error {
 	}
 	cred, err := lookupUser(p.tab.etc, userSpec)
 	if err != nil {
-		return errorf(errnoSys(err), "start: %s", err)
+		return msg.Errorf(msg.Errno(err), "start: %s", err)
 	}
 	cwd, err := resolveCwd(s.cwd, cred.home)
 	if err != nil {
@@ -395,7 +388,7 @@ func (p *proc) startLocked(argv []string) error {
 	if s.pty {
 		ptm, pts, err := openPTY(s.rows, s.cols)
 		if err != nil {
-			return errorf(errnoSys(err), "start: pty: %v", err)
+			return msg.Errorf(msg.Errno(err), "start: pty: %v", err)
 		}
 		closeAft = append(closeAft, pts)
 		if os.Geteuid() == 0 {
@@ -409,14 +402,14 @@ func (p *proc) startLocked(argv []string) error {
 		if s.noStdin {
 			null, err := os.Open(os.DevNull)
 			if err != nil {
-				return errorf(errnoSys(err), "start: %v", err)
+				return msg.Errorf(msg.Errno(err), "start: %v", err)
 			}
 			closeAft = append(closeAft, null)
 			files[0] = null.Fd()
 		} else {
 			r, w, err := os.Pipe()
 			if err != nil {
-				return errorf(errnoSys(err), "start: %v", err)
+				return msg.Errorf(msg.Errno(err), "start: %v", err)
 			}
 			closeAft = append(closeAft, r)
 			files[0] = r.Fd()
@@ -426,7 +419,7 @@ func (p *proc) startLocked(argv []string) error {
 			r, w, err := os.Pipe()
 			if err != nil {
 				p.closeStreamsLocked(outR)
-				return errorf(errnoSys(err), "start: %v", err)
+				return msg.Errorf(msg.Errno(err), "start: %v", err)
 			}
 			closeAft = append(closeAft, w)
 			files[i] = w.Fd()
@@ -444,7 +437,7 @@ func (p *proc) startLocked(argv []string) error {
 		if errR != nil {
 			errR.Close()
 		}
-		return errorf(errnoSys(err), "start: %s: %v", quote(argv[0]), err)
+		return msg.Errorf(msg.Errno(err), "start: %s: %v", msg.Cite(argv[0]), err)
 	}
 	p.pid = pid
 	p.state = stRunning
@@ -490,10 +483,10 @@ func resolveCwd(cwd, home string) (string, error) {
 	}
 	fi, err := os.Stat(d)
 	if err != nil {
-		return "", errorf(errnoSys(err), "start: cwd %s does not exist", quote(cwd))
+		return "", msg.Errorf(msg.Errno(err), "start: cwd %s does not exist", msg.Cite(cwd))
 	}
 	if !fi.IsDir() {
-		return "", errorf(syscall.ENOTDIR, "start: cwd %s is not a directory", quote(cwd))
+		return "", msg.Errorf(syscall.ENOTDIR, "start: cwd %s is not a directory", msg.Cite(cwd))
 	}
 	return d, nil
 }
@@ -534,7 +527,7 @@ func envGet(env []string, k string) string {
 // taken as is (relative to cwd), a bare name is searched in path.
 func lookPath(cmd, cwd, path string) (string, error) {
 	if cmd == "" {
-		return "", errorf(syscall.ENOENT, "start: empty command")
+		return "", msg.Errorf(syscall.ENOENT, "start: empty command")
 	}
 	check := func(p string) error {
 		if !filepath.IsAbs(p) {
@@ -551,10 +544,10 @@ func lookPath(cmd, cwd, path string) (string, error) {
 	}
 	if strings.Contains(cmd, "/") {
 		if err := check(cmd); err != nil {
-			if errnoSys(err) == syscall.ENOENT {
-				return "", errorf(syscall.ENOENT, "start: command %s not found", quote(cmd))
+			if msg.Errno(err) == syscall.ENOENT {
+				return "", msg.Errorf(syscall.ENOENT, "start: command %s not found", msg.Cite(cmd))
 			}
-			return "", errorf(errnoSys(err), "start: command %s: %v", quote(cmd), err)
+			return "", msg.Errorf(msg.Errno(err), "start: command %s: %v", msg.Cite(cmd), err)
 		}
 		return cmd, nil
 	}
@@ -576,9 +569,9 @@ func lookPath(cmd, cwd, path string) (string, error) {
 		}
 	}
 	if denied {
-		return "", errorf(syscall.EACCES, "start: command %s: permission denied", quote(cmd))
+		return "", msg.Errorf(syscall.EACCES, "start: command %s: permission denied", msg.Cite(cmd))
 	}
-	return "", errorf(syscall.ENOENT, "start: command %s not found in PATH", quote(cmd))
+	return "", msg.Errorf(syscall.ENOENT, "start: command %s not found in PATH", msg.Cite(cmd))
 }
 
 // openPTY opens a pseudo-terminal pair (ptmx(4), pts(4)): the master

@@ -4,6 +4,8 @@ import (
 	"io"
 	"sync"
 
+	"sandfs/ctl/msg"
+
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
@@ -188,7 +190,7 @@ func errOut(err error) error {
 	if err == nil {
 		return nil
 	}
-	return errnoOf(err)
+	return linux.Errno(msg.Errno(err))
 }
 
 // cloneFile serves procs/clone. Opening it allocates a new process slot

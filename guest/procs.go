@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/ctl/msg"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -113,115 +115,90 @@ func (p *proc) freeLocked() {
 	p.notifyLocked()
 }
 
-// ctlVerb is one verb of procs/<n>/ctl (and of a clone handle).
-type ctlVerb struct {
-	name     string
-	min, max int // argument counts; max -1: any
-	usage    string
-	doc      string
-	state    string // required state, "" any
-	apply    func(p *proc, args []string) error
-}
+// procVerb is the handler of a procs/<n>/ctl verb; it runs with p.mu
+// held, once the slot is known to exist and to be in a state the verb
+// needs.
+type procVerb func(p *proc, a []string) error
 
-// ctlVerbs is the grammar of procs/<n>/ctl, one message per write. The
-// verbs before start only set configuration (state new, EBUSY otherwise).
-var ctlVerbs = []ctlVerb{
-	{"user", 1, 1, "user NAME|UID[:GID]", "run as this user (default root): uid, gid, supplementary groups from /etc/group, HOME/USER/LOGNAME/SHELL from /etc/passwd; a numeric UID[:GID] needs no passwd entry. Checked at start (ENOENT no such user).", "new",
-		func(p *proc, a []string) error { p.spec.user = a[0]; return nil }},
-	{"cwd", 1, 1, "cwd DIR", "working directory (default: the user's home, or / if it has none); ~ and relative paths are against home. Checked at start (ENOENT, ENOTDIR).", "new",
-		func(p *proc, a []string) error { p.spec.cwd = a[0]; return nil }},
-	{"env", 1, -1, "env K=V...", "add environment variables (after PATH, HOME, USER, LOGNAME, SHELL, TERM with a pty; a later K replaces an earlier one).", "new",
-		func(p *proc, a []string) error {
+// ctlVerbs is the grammar of procs/<n>/ctl (and of a clone handle), one
+// message per write. The verbs before start only set configuration
+// (state new, EBUSY otherwise).
+var ctlVerbs = msg.Table[procVerb, procState]{
+	{Name: "user", Usage: "user NAME|UID[:GID]", Min: 1, Max: 1, Needs: []procState{stNew},
+		Doc: "run as this user (default root): uid, gid, supplementary groups from /etc/group, HOME/USER/LOGNAME/SHELL from /etc/passwd; a numeric UID[:GID] needs no passwd entry. Checked at start (ENOENT no such user).",
+		Run: func(p *proc, a []string) error { p.spec.user = a[0]; return nil }},
+	{Name: "cwd", Usage: "cwd DIR", Min: 1, Max: 1, Needs: []procState{stNew},
+		Doc: "working directory (default: the user's home, or / if it has none); ~ and relative paths are against home. Checked at start (ENOENT, ENOTDIR).",
+		Run: func(p *proc, a []string) error { p.spec.cwd = a[0]; return nil }},
+	{Name: "env", Usage: "env K=V...", Min: 1, Max: msg.Many, Needs: []procState{stNew},
+		Doc: "add environment variables (after PATH, HOME, USER, LOGNAME, SHELL, TERM with a pty; a later K replaces an earlier one).",
+		Run: func(p *proc, a []string) error {
 			for _, kv := range a {
 				k, _, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
-					return errorf(syscall.EINVAL, "env: want K=V, got %s", quote(kv))
+					return msg.Errorf(syscall.EINVAL, "env: want K=V, got %s", msg.Cite(kv))
 				}
 			}
 			p.spec.env = append(p.spec.env, a...)
 			return nil
 		}},
-	{"pty", 1, 1, "pty on|off", "run on a new pseudo-terminal (controlling tty, new session): stdin and stdout are the terminal, stderr is empty.", "new",
-		func(p *proc, a []string) error {
+	{Name: "pty", Usage: "pty on|off", Min: 1, Max: 1, Needs: []procState{stNew},
+		Doc: "run on a new pseudo-terminal (controlling tty, new session): stdin and stdout are the terminal, stderr is empty.",
+		Run: func(p *proc, a []string) error {
 			switch a[0] {
 			case "on":
 				p.spec.pty = true
 			case "off":
 				p.spec.pty = false
 			default:
-				return errorf(syscall.EINVAL, "pty: want on or off, got %s", quote(a[0]))
+				return msg.Errorf(syscall.EINVAL, "pty: want on or off, got %s", msg.Cite(a[0]))
 			}
 			return nil
 		}},
-	{"tag", 1, 1, "tag TEXT", "a free-form label kept with the process (E2B's tag); shown in config.", "",
-		func(p *proc, a []string) error { p.spec.tag = a[0]; return nil }},
-	{"stdin", 1, 1, "stdin on|off", "on (default): stdin is a pipe fed by writes to the stdin file; off: /dev/null.", "new",
-		func(p *proc, a []string) error {
+	{Name: "tag", Usage: "tag TEXT", Min: 1, Max: 1,
+		Doc: "a free-form label kept with the process (E2B's tag); shown in config.",
+		Run: func(p *proc, a []string) error { p.spec.tag = a[0]; return nil }},
+	{Name: "stdin", Usage: "stdin on|off", Min: 1, Max: 1, Needs: []procState{stNew},
+		Doc: "on (default): stdin is a pipe fed by writes to the stdin file; off: /dev/null.",
+		Run: func(p *proc, a []string) error {
 			switch a[0] {
 			case "on":
 				p.spec.noStdin = false
 			case "off":
 				p.spec.noStdin = true
 			default:
-				return errorf(syscall.EINVAL, "stdin: want on or off, got %s", quote(a[0]))
+				return msg.Errorf(syscall.EINVAL, "stdin: want on or off, got %s", msg.Cite(a[0]))
 			}
 			return nil
 		}},
-	{"size", 2, 2, "size ROWS COLS", "terminal size (default 24 80); any state: resizes a running pty (TIOCSWINSZ, SIGWINCH).", "",
-		func(p *proc, a []string) error {
-			r, err1 := strconv.ParseUint(a[0], 10, 16)
-			c, err2 := strconv.ParseUint(a[1], 10, 16)
-			if err1 != nil || err2 != nil || r == 0 || c == 0 {
-				return errorf(syscall.EINVAL, "size: want ROWS COLS, got %s", quote(strings.Join(a, " ")))
-			}
-			p.spec.rows, p.spec.cols = uint16(r), uint16(c)
-			if p.ptm != nil && p.state == stRunning {
-				// Not p.ptm.Fd(): that would switch the master to
-				// blocking mode under the pump's feet.
-				rc, err := p.ptm.SyscallConn()
-				if err == nil {
-					cerr := rc.Control(func(fd uintptr) { err = setWinsize(int(fd), p.spec.rows, p.spec.cols) })
-					if err == nil {
-						err = cerr
-					}
-				}
-				if err != nil {
-					return errorf(errnoSys(err), "size: %v", err)
-				}
-			}
-			return nil
-		}},
-	{"start", 1, -1, "start CMD [ARG...]", "start CMD (searched in PATH unless it has a /) with these arguments. Errors: ENOENT no such user, cwd or command (text in err), EACCES not executable, EBUSY already started; a failed start leaves the slot failed.", "",
-		func(p *proc, a []string) error { return p.startFromCtl(a) }},
-	{"exec", 1, 1, "exec 'SHELL COMMAND'", "start /bin/sh -c 'SHELL COMMAND' (same errors as start).", "",
-		func(p *proc, a []string) error { return p.startFromCtl([]string{"/bin/sh", "-c", a[0]}) }},
-	{"signal", 1, 2, "signal SIG [group]", "send SIG (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT, WINCH, with or without SIG, or a number) to the process, or to its process group with 'group'. EBUSY unless running.", "",
-		func(p *proc, a []string) error { return p.signal(a) }},
-	{"closestdin", 0, 0, "closestdin", "close stdin (the process reads EOF); with a pty, send ^D (VEOF) instead. EBUSY unless running.", "",
-		func(p *proc, a []string) error { return p.closeStdinLocked() }},
-	{"free", 0, 0, "free", "forget a finished (or never started) process now: its files disappear and blocked readers get EOF. EBUSY while running.", "",
-		func(p *proc, a []string) error {
-			if p.state == stRunning {
-				return errorf(syscall.EBUSY, "free: process is running")
-			}
+	{Name: "size", Usage: "size ROWS COLS", Min: 2, Max: 2,
+		Doc: "terminal size (default 24 80); any state: resizes a running pty (TIOCSWINSZ, SIGWINCH).",
+		Run: func(p *proc, a []string) error { return p.resize(a) }},
+	{Name: "start", Usage: "start CMD [ARG...]", Min: 1, Max: msg.Many, Needs: []procState{stNew},
+		Doc: "start CMD (searched in PATH unless it has a /) with these arguments. Errors: ENOENT no such user, cwd or command (text in err), EACCES not executable, EBUSY already started; a failed start leaves the slot failed.",
+		Run: func(p *proc, a []string) error { return p.start(a) }},
+	{Name: "exec", Usage: "exec 'SHELL COMMAND'", Min: 1, Max: 1, Needs: []procState{stNew},
+		Doc: "start /bin/sh -c 'SHELL COMMAND' (same errors as start).",
+		Run: func(p *proc, a []string) error { return p.start([]string{"/bin/sh", "-c", a[0]}) }},
+	{Name: "signal", Usage: "signal SIG [group]", Min: 1, Max: 2, Needs: []procState{stRunning},
+		Doc: "send SIG (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT, WINCH, with or without SIG, or a number) to the process, or to its process group with 'group'. EBUSY unless running.",
+		Run: func(p *proc, a []string) error { return p.signal(a) }},
+	{Name: "closestdin", Usage: "closestdin", Needs: []procState{stRunning},
+		Doc: "close stdin (the process reads EOF); with a pty, send ^D (VEOF) instead. EBUSY unless running.",
+		Run: func(p *proc, a []string) error { return p.closeStdinLocked() }},
+	{Name: "free", Usage: "free", Needs: []procState{stNew, stExited, stKilled, stFailed},
+		Doc: "forget a finished (or never started) process now: its files disappear and blocked readers get EOF. EBUSY while running.",
+		Run: func(p *proc, a []string) error {
 			p.freeLocked()
+			p.tab.remove(p) // lock order: p.mu, then the table's
 			return nil
 		}},
-}
-
-func lookupVerb(name string) *ctlVerb {
-	for i := range ctlVerbs {
-		if ctlVerbs[i].name == name {
-			return &ctlVerbs[i]
-		}
-	}
-	return nil
 }
 
 // ctl parses and applies one ctl message; a failure's text goes to the
 // err file.
-func (p *proc) ctl(msg []byte) error {
-	err := p.ctl1(msg)
+func (p *proc) ctl(m []byte) error {
+	err := p.ctl1(m)
 	if err != nil {
 		p.mu.Lock()
 		p.errText = err.Error()
@@ -230,38 +207,46 @@ func (p *proc) ctl(msg []byte) error {
 	return err
 }
 
-func (p *proc) ctl1(msg []byte) error {
-	c, err := parseMessage(msg)
+func (p *proc) ctl1(m []byte) error {
+	c, err := ctlVerbs.Parse(rules, m)
 	if err != nil {
 		return err
 	}
-	v := lookupVerb(c.verb)
-	if v == nil {
-		return errorf(syscall.EINVAL, "ctl: unknown verb %s", quote(c.verb))
-	}
-	if len(c.args) < v.min || v.max >= 0 && len(c.args) > v.max {
-		return errorf(syscall.EINVAL, "%s: wrong number of arguments (usage: %s)", v.name, v.usage)
-	}
-	if v.name == "start" || v.name == "exec" {
-		return v.apply(p, c.args) // takes p.mu itself
-	}
+	v := c.Verb
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.freed {
-		return errorf(syscall.ENOENT, "%s: process freed", v.name)
+		return msg.Errorf(syscall.ENOENT, "%s: process freed", v.Name)
 	}
-	if v.state == "new" && p.state != stNew {
-		return errorf(syscall.EBUSY, "%s: needs state new, process is %s", v.name, p.state)
+	if !v.Allows(p.state) {
+		return v.Refuse("process", p.state)
 	}
-	err = v.apply(p, c.args)
-	if v.name == "free" && err == nil {
-		defer p.tab.remove(p)
-	}
-	return err
+	return v.Run(p, c.Args)
 }
 
-func (p *proc) startFromCtl(argv []string) error {
-	return p.start(argv)
+// resize sets the terminal size, and applies it to a running pty.
+func (p *proc) resize(a []string) error {
+	r, err1 := strconv.ParseUint(a[0], 10, 16)
+	c, err2 := strconv.ParseUint(a[1], 10, 16)
+	if err1 != nil || err2 != nil || r == 0 || c == 0 {
+		return msg.Errorf(syscall.EINVAL, "size: want ROWS COLS, got %s", msg.Cite(strings.Join(a, " ")))
+	}
+	p.spec.rows, p.spec.cols = uint16(r), uint16(c)
+	if p.ptm != nil && p.state == stRunning {
+		// Not p.ptm.Fd(): that would switch the master to
+		// blocking mode under the pump's feet.
+		rc, err := p.ptm.SyscallConn()
+		if err == nil {
+			cerr := rc.Control(func(fd uintptr) { err = setWinsize(int(fd), p.spec.rows, p.spec.cols) })
+			if err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return msg.Errorf(msg.Errno(err), "size: %v", err)
+		}
+	}
+	return nil
 }
 
 // signals are the names signal accepts (without "SIG").
@@ -283,41 +268,36 @@ func parseSignal(s string) (syscall.Signal, bool) {
 func (p *proc) signal(a []string) error {
 	sig, ok := parseSignal(a[0])
 	if !ok {
-		return errorf(syscall.EINVAL, "signal: unknown signal %s", quote(a[0]))
-	}
-	if p.state != stRunning {
-		return errorf(syscall.EBUSY, "signal: process is %s", p.state)
+		return msg.Errorf(syscall.EINVAL, "signal: unknown signal %s", msg.Cite(a[0]))
 	}
 	target := p.pid
 	if len(a) == 2 {
 		if a[1] != "group" {
-			return errorf(syscall.EINVAL, "signal: want 'group', got %s", quote(a[1]))
+			return msg.Errorf(syscall.EINVAL, "signal: want 'group', got %s", msg.Cite(a[1]))
 		}
 		target = -p.pid // Setsid made it a process group leader
 	}
 	if err := unix.Kill(target, sig); err != nil {
-		return errorf(errnoSys(err), "signal: %v", err)
+		return msg.Errorf(msg.Errno(err), "signal: %v", err)
 	}
 	return nil
 }
 
+// closeStdinLocked closes stdin of the running process. p.mu held.
 func (p *proc) closeStdinLocked() error {
-	if p.state != stRunning {
-		return errorf(syscall.EBUSY, "closestdin: process is %s", p.state)
-	}
 	if p.stdin == nil {
 		return nil
 	}
 	if p.stdin == p.ptm {
 		if _, err := p.ptm.Write([]byte{4}); err != nil { // ^D, VEOF
-			return errorf(syscall.EIO, "closestdin: %v", err)
+			return msg.Errorf(syscall.EIO, "closestdin: %v", err)
 		}
 		return nil
 	}
 	err := p.stdin.Close()
 	p.stdin = nil
 	if err != nil {
-		return errorf(syscall.EIO, "closestdin: %v", err)
+		return msg.Errorf(syscall.EIO, "closestdin: %v", err)
 	}
 	return nil
 }

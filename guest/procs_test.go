@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/ctl/msg"
+
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
 )
@@ -28,7 +30,7 @@ func TestExitCode(t *testing.T) {
 		{"exit 3", "exited code=3"},
 		{"kill -9 $$", "killed signal=9"},
 	} {
-		n, _ := newProcess(t, root, "exec "+Quote(tc.cmd))
+		n, _ := newProcess(t, root, "exec "+msg.Quote(tc.cmd))
 		got := waitLine(t, root, n)
 		m := fields(got)
 		if m["n"] != n || !strings.HasPrefix(got, n+" "+tc.want+" pid=") {
@@ -95,7 +97,7 @@ func TestBigOutput(t *testing.T) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n, _ := newProcess(t, root, "start cat "+Quote(file))
+	n, _ := newProcess(t, root, "start cat "+msg.Quote(file))
 	got := readFile(t, root, "procs/"+n+"/stdout")
 	if len(got) != len(data) || sha256.Sum256([]byte(got)) != sha256.Sum256(data) {
 		t.Errorf("stdout: %d bytes sha %x, want %d bytes sha %x", len(got), sha256.Sum256([]byte(got)), len(data), sha256.Sum256(data))
@@ -189,7 +191,7 @@ func TestUser(t *testing.T) {
 	}
 	// The user cannot write where root owns.
 	dir := t.TempDir()
-	n, _ = newProcess(t, root, "user tuser", "exec "+Quote("touch "+dir+"/x"))
+	n, _ = newProcess(t, root, "user tuser", "exec "+msg.Quote("touch "+dir+"/x"))
 	if got := waitLine(t, root, n); !strings.Contains(got, "exited code=1") {
 		t.Errorf("touch as tuser in root's dir: %q", got)
 	}
@@ -199,7 +201,7 @@ func TestCwdEnv(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	_, root := ts.dial()
 	dir := t.TempDir()
-	n, _ := newProcess(t, root, "cwd "+Quote(dir), "env FOO='a b' BAR=1", "env BAR=2 'EMPTY='", `exec 'pwd; echo "$FOO|$BAR|$EMPTY|$HOME"'`)
+	n, _ := newProcess(t, root, "cwd "+msg.Quote(dir), "env FOO='a b' BAR=1", "env BAR=2 'EMPTY='", `exec 'pwd; echo "$FOO|$BAR|$EMPTY|$HOME"'`)
 	want := dir + "\na b|2||/root\n"
 	if got := readFile(t, root, "procs/"+n+"/stdout"); got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -221,8 +223,8 @@ func TestStartErrors(t *testing.T) {
 		{[]string{"user nosuchuser", "start true"}, linux.ENOENT, `start: user: no such user "nosuchuser"`},
 		{[]string{"start /etc/passwd"}, linux.EACCES, `start: command "/etc/passwd": permission denied`},
 		{[]string{"bogus"}, linux.EINVAL, `ctl: unknown verb "bogus"`},
-		{[]string{"size 1"}, linux.EINVAL, `size: wrong number of arguments (usage: size ROWS COLS)`},
-		{[]string{"signal TERM"}, linux.EBUSY, `signal: process is new`},
+		{[]string{"size 1"}, linux.EINVAL, `size: missing argument "size 1" (usage: size ROWS COLS)`},
+		{[]string{"signal TERM"}, linux.EBUSY, `signal: process is new; need running`},
 		{[]string{"start 'unterminated"}, linux.EINVAL, `ctl: unterminated quote "start 'unterminated"`},
 		{[]string{"pty on\nstart true"}, linux.EINVAL, `ctl: more than one line "pty on\nstart true"`},
 	} {
@@ -399,9 +401,9 @@ func TestConfig(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	_, root := ts.dial()
 	dir := t.TempDir()
-	msgs := []string{"cwd " + Quote(dir), "env A=1 'B=x y'", "pty on", "size 30 100", "tag 'my tag'", "start /bin/sh -c 'echo \"$A$B\"'"}
+	msgs := []string{"cwd " + msg.Quote(dir), "env A=1 'B=x y'", "pty on", "size 30 100", "tag 'my tag'", "start /bin/sh -c 'echo \"$A$B\"'"}
 	n, _ := newProcess(t, root, msgs...)
-	want := "cwd " + Quote(dir) + "\nenv A=1\nenv 'B=x y'\npty on\nsize 30 100\ntag 'my tag'\nstart /bin/sh -c 'echo \"$A$B\"'\n"
+	want := "cwd " + msg.Quote(dir) + "\nenv A=1\nenv 'B=x y'\npty on\nsize 30 100\ntag 'my tag'\nstart /bin/sh -c 'echo \"$A$B\"'\n"
 	cfg := readFile(t, root, "procs/"+n+"/config")
 	if cfg != want {
 		t.Errorf("config = %q, want %q", cfg, want)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"sandfs/ctl/msg"
 )
 
 // The users sandfs-init makes sure exist: root and the E2B-style default
@@ -161,7 +163,7 @@ type credential struct {
 func lookupUser(root, spec string) (credential, error) {
 	pw, err := readLines(filepath.Join(root, "etc/passwd"))
 	if err != nil {
-		return credential{}, errorf(syscall.EIO, "user: %v", err)
+		return credential{}, msg.Errorf(syscall.EIO, "user: %v", err)
 	}
 	var c credential
 	line := -1
@@ -177,12 +179,12 @@ func lookupUser(root, spec string) (credential, error) {
 	} else {
 		line = findField(pw, 0, spec)
 		if line < 0 {
-			return credential{}, errorf(syscall.ENOENT, "user: no such user %s", quote(spec))
+			return credential{}, msg.Errorf(syscall.ENOENT, "user: no such user %s", msg.Cite(spec))
 		}
 		u, err1 := strconv.ParseUint(field(pw[line], 2), 10, 32)
 		g, err2 := strconv.ParseUint(field(pw[line], 3), 10, 32)
 		if err1 != nil || err2 != nil {
-			return credential{}, errorf(syscall.EINVAL, "user: bad passwd entry for %s", quote(spec))
+			return credential{}, msg.Errorf(syscall.EINVAL, "user: bad passwd entry for %s", msg.Cite(spec))
 		}
 		c = credential{uid: uint32(u), gid: uint32(g), name: spec}
 	}
