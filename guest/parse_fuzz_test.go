@@ -7,13 +7,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"sandfs/ctl/msg"
 )
 
-// FuzzParseMessage checks the agent's ctl grammar (parseMessage, used by
-// /ctl and procs/<n>/ctl) on any input. Contract: no panic; a failure is
-// an *Error with EINVAL or E2BIG and a short one-line text; a success
+// FuzzParseMessage checks the agent's ctl grammar (rules.Split: package
+// msg's tokenizer with the agent's Script rules, used by /ctl and
+// procs/<n>/ctl) on any input. Contract: no panic; a failure is a
+// *msg.Error with EINVAL or E2BIG and a short one-line text; a success
 // came from at most maxMessage bytes, holds no NUL, and survives a round
-// trip through Quote (which is how the host builds `start` and `exec`
+// trip through msg.Quote (which is how the host builds `start` and `exec`
 // messages). Seeds are in testdata/fuzz/FuzzParseMessage.
 func FuzzParseMessage(f *testing.F) {
 	for _, s := range []string{
@@ -25,43 +28,42 @@ func FuzzParseMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	// Too long: checked once here; 64 KiB seeds slow the fuzzer to a halt.
-	var ge *Error
-	if _, err := parseMessage(bytes.Repeat([]byte("x"), maxMessage+1)); !errors.As(err, &ge) || ge.Errno != syscall.E2BIG {
-		f.Fatalf("parseMessage of %d bytes = %v; want E2BIG", maxMessage+1, err)
+	var me *msg.Error
+	if _, err := rules.Split(bytes.Repeat([]byte("x"), maxMessage+1)); !errors.As(err, &me) || me.Errno != syscall.E2BIG {
+		f.Fatalf("Split of %d bytes = %v; want E2BIG", maxMessage+1, err)
 	}
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		c, err := parseMessage(msg)
+	f.Fuzz(func(t *testing.T, m []byte) {
+		words, err := rules.Split(m)
 		if err != nil {
-			var ge *Error
-			if !errors.As(err, &ge) || (ge.Errno != syscall.EINVAL && ge.Errno != syscall.E2BIG) {
-				t.Fatalf("parseMessage(%q) = _, %v (errno %v); want an EINVAL or E2BIG *Error", msg, err, errnoOf(err))
+			var me *msg.Error
+			if !errors.As(err, &me) || (me.Errno != syscall.EINVAL && me.Errno != syscall.E2BIG) {
+				t.Fatalf("Split(%q) = _, %v (errno %v); want an EINVAL or E2BIG *msg.Error", m, err, msg.Errno(err))
 			}
-			if len(ge.Text) > 300 || strings.ContainsAny(ge.Text, "\n\x00") {
-				t.Fatalf("parseMessage(%q): error text %q is not one short line", msg, ge.Text)
+			if len(me.Text) > 300 || strings.ContainsAny(me.Text, "\n\x00") {
+				t.Fatalf("Split(%q): error text %q is not one short line", m, me.Text)
 			}
 			return
 		}
-		if len(msg) > maxMessage {
-			t.Fatalf("parseMessage accepted %d bytes; max %d", len(msg), maxMessage)
+		if len(m) > maxMessage {
+			t.Fatalf("Split accepted %d bytes; max %d", len(m), maxMessage)
 		}
-		words := append([]string{c.verb}, c.args...)
 		quoted := make([]string, len(words))
 		for i, w := range words {
 			if strings.IndexByte(w, 0) >= 0 {
-				t.Fatalf("parseMessage(%q) = %q: a word holds a NUL", msg, words)
+				t.Fatalf("Split(%q) = %q: a word holds a NUL", m, words)
 			}
-			quoted[i] = Quote(w)
+			quoted[i] = msg.Quote(w)
 		}
 		again := strings.Join(quoted, " ")
-		back, err := parseMessage([]byte(again))
+		back, err := rules.Split([]byte(again))
 		if err != nil && len(again) <= maxMessage {
-			t.Fatalf("parseMessage(%q) = %q; quoted again %q does not parse: %v", msg, words, again, err)
+			t.Fatalf("Split(%q) = %q; quoted again %q does not parse: %v", m, words, again, err)
 		}
-		if err == nil && !reflect.DeepEqual(append([]string{back.verb}, back.args...), words) {
-			t.Fatalf("round trip of %q through %q: %q; want %q", msg, again, append([]string{back.verb}, back.args...), words)
+		if err == nil && !reflect.DeepEqual(back, words) {
+			t.Fatalf("round trip of %q through %q: %q; want %q", m, again, back, words)
 		}
-		if bytes.Count(msg, []byte{'\n'}) > 1 && !bytes.Contains(msg, []byte{'\''}) {
-			t.Fatalf("parseMessage(%q) accepted several lines without quotes", msg)
+		if bytes.Count(m, []byte{'\n'}) > 1 && !bytes.Contains(m, []byte{'\''}) {
+			t.Fatalf("Split(%q) accepted several lines without quotes", m)
 		}
 	})
 }
