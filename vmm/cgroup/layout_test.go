@@ -56,6 +56,7 @@ func TestDecideRecorded(t *testing.T) {
 		file string
 		want Layout
 	}{
+		{"v2-lab.txt", Layout{Mode: V2, V2: "/sys/fs/cgroup"}},
 		{"hybrid.txt", Layout{Mode: V1, V1: hybridV1}},
 		{"v1.txt", Layout{Mode: V1, V1: hybridV1}},
 		{"v1-readonly.txt", Layout{Mode: None, Why: "cgroup2 at /sys/fs/cgroup/unified offers no memory, pids, cpu controller; " +
