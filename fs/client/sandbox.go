@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"sandfs/ctl/msg"
 )
 
 // NewOptions are the keys of a `new` message; zero values are left out
@@ -161,15 +163,15 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 	pdir := dir + n + "/"
 	var msgs []string
 	if o.User != "" {
-		msgs = append(msgs, "user "+quote(o.User))
+		msgs = append(msgs, "user "+msg.Quote(o.User))
 	}
 	if o.Cwd != "" {
-		msgs = append(msgs, "cwd "+quote(o.Cwd))
+		msgs = append(msgs, "cwd "+msg.Quote(o.Cwd))
 	}
 	if len(o.Env) > 0 {
 		m := "env"
 		for _, kv := range o.Env {
-			m += " " + quote(kv)
+			m += " " + msg.Quote(kv)
 		}
 		msgs = append(msgs, m)
 	}
@@ -178,7 +180,7 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 	}
 	start := "start"
 	for _, a := range o.Argv {
-		start += " " + quote(a)
+		start += " " + msg.Quote(a)
 	}
 	msgs = append(msgs, start)
 	for _, m := range msgs {
@@ -205,7 +207,7 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 		}
 		defer f.Close()
 		if _, err := io.Copy(w, f); err != nil {
-			errs <- c.explain("read "+pdir+name, errno2(err), errPath)
+			errs <- c.explain("read "+pdir+name, msg.Errno(err), errPath)
 		}
 	}
 	wg.Add(2)
@@ -250,29 +252,9 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 	defer w.Close()
 	line, err := io.ReadAll(w)
 	if err != nil {
-		return Status{}, c.explain("read "+pdir+"wait", errno2(err), errPath)
+		return Status{}, c.explain("read "+pdir+"wait", msg.Errno(err), errPath)
 	}
 	return parseStatus(string(line)), nil
-}
-
-func errno2(err error) syscall.Errno {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Errno
-	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	return syscall.EIO
-}
-
-// quote quotes one argument for the agent's ctl grammar (guest.Quote).
-func quote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n\r'") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // Remote is a file in a sandbox, "ID:/path".
@@ -323,14 +305,14 @@ func (c *Client) CopyTo(src io.Reader, r Remote, name string, perm uint32) (int6
 		f, err = c.Create(p, perm)
 	}
 	if err != nil {
-		return 0, c.explain("copy to "+r.ID+":"+r.Path, errno2(err), errPath)
+		return 0, c.explain("copy to "+r.ID+":"+r.Path, msg.Errno(err), errPath)
 	}
 	n, err := io.Copy(f, src)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		return n, c.explain("copy to "+r.ID+":"+r.Path, errno2(err), errPath)
+		return n, c.explain("copy to "+r.ID+":"+r.Path, msg.Errno(err), errPath)
 	}
 	return n, nil
 }
