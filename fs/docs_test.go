@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/test/testenv"
 	"sandfs/test/transcript"
 )
 
@@ -13,7 +14,7 @@ import (
 // (fake runtime). The lab transcripts run in test/guestlab
 // (TestDocLabTranscripts) against a daemon with real guests.
 func TestDocTranscripts(t *testing.T) {
-	needFUSE(t)
+	testenv.NeedFUSE(t)
 	ts, err := transcript.Parse("../docs/filesystem.md")
 	if err != nil {
 		t.Fatal(err)

@@ -71,23 +71,6 @@ func newEnv(t testing.TB, dir string) *env {
 	return &env{plane: p, tree: sfs.New(p, nil), dir: dir}
 }
 
-// needFUSE needs root and /dev/fuse (testenv.Need: fails under CI and in the lab).
-func needFUSE(t testing.TB) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	} else if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
-		why = err.Error()
-	} else {
-		f.Close()
-	}
-	if why == "" {
-		return
-	}
-	testenv.Need(t, false, "FUSE: "+why)
-}
-
 // --- in-process ---
 
 type inproc struct{ root sfs.Dir }
@@ -174,7 +157,7 @@ func (o osTarget) readDir(p string) ([]string, error) {
 func (o osTarget) mountDir() string { return o.dir }
 
 func mountFUSE(t testing.TB, root sfs.Dir) osTarget {
-	needFUSE(t)
+	testenv.NeedFUSE(t)
 	dir := t.TempDir()
 	m, err := fusefs.New(dir, root, fusefs.Options{})
 	if err != nil {
@@ -311,7 +294,7 @@ func (f *p9File) Close() error { return f.f.Close() }
 // --- the bridge: FUSE over the 9P client (sandfs mount) ---
 
 func mountBridge(t testing.TB, addr, token string) osTarget {
-	needFUSE(t)
+	testenv.NeedFUSE(t)
 	r, err := ninep.Dial(context.Background(), addr, token)
 	if err != nil {
 		t.Fatal(err)

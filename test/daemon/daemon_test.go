@@ -21,22 +21,6 @@ import (
 	"sandfs/test/testenv"
 )
 
-func needRootFUSE(t *testing.T) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	} else if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
-		why = err.Error()
-	} else {
-		f.Close()
-	}
-	if why == "" {
-		return
-	}
-	testenv.Need(t, false, "FUSE: "+why)
-}
-
 // buildSandfs builds bin/sandfs into a temporary directory, or uses
 // $SANDFS_BIN.
 func buildSandfs(t *testing.T) string {
@@ -157,7 +141,7 @@ func runSession(t *testing.T, dir string) string {
 }
 
 func TestServeAndMount(t *testing.T) {
-	needRootFUSE(t)
+	testenv.NeedFUSE(t)
 	bin := buildSandfs(t)
 	dir := t.TempDir()
 	state, sock, mnt := filepath.Join(dir, "state"), filepath.Join(dir, "run/sandfs.sock"), filepath.Join(dir, "mnt")

@@ -37,8 +37,7 @@ import (
 func need(t testing.TB) {
 	t.Helper()
 	testenv.NeedGuests(t)
-	testenv.NeedRoot(t)
-	testenv.NeedFile(t, "/dev/fuse", "the fuse kernel module")
+	testenv.NeedFUSE(t)
 	testenv.NeedFile(t, kernel(), "make kernel")
 	testenv.NeedFile(t, filepath.Join(templates(), "base.ext4"), "make template")
 	testenv.NeedFile(t, sandfsBin(), "make build")

@@ -57,7 +57,7 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 	for _, f := range []string{"bin/sandfs", "build/vmlinuz", "build/templates/base.ext4"} {
 		testenv.NeedFile(t, filepath.Join(repo, f), "make build kernel template")
 	}
-	testenv.NeedFile(t, "/dev/fuse", "the fuse kernel module")
+	testenv.NeedFUSE(t)
 	dir := t.TempDir()
 	// The VMM drops to an unprivileged uid and must reach its run dir.
 	for _, p := range []string{filepath.Dir(dir), dir} {

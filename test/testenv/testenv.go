@@ -151,3 +151,14 @@ func RepoRoot() (string, error) {
 		d = up
 	}
 }
+
+// NeedFUSE needs root and a /dev/fuse that opens: what a FUSE mount takes.
+func NeedFUSE(t testing.TB) {
+	t.Helper()
+	NeedRoot(t)
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err == nil {
+		f.Close()
+	}
+	Need(t, err == nil, fmt.Sprintf("FUSE: %v", err))
+}
