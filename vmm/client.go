@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/ctl/msg"
 	"sandfs/vmm/cgroup"
 	"sandfs/vmm/tailbuf"
 )
@@ -246,7 +247,9 @@ func (p *Process) kill() {
 	}
 }
 
-// request sends one control line and returns the reply's text after "ok".
+// request sends one control line and returns the reply's text after "ok",
+// or the *msg.Error of an "err <ERRNO> <text>" reply (errors.Is(err,
+// syscall.EBUSY) works on it; its text is the VMM's `verb: reason`).
 func (p *Process) request(ctx context.Context, line string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -276,7 +279,7 @@ func (p *Process) request(ctx context.Context, line string) (string, error) {
 	if rest, ok := strings.CutPrefix(r, "ok"); ok {
 		return strings.TrimSpace(rest), nil
 	}
-	return "", errors.New(strings.TrimPrefix(r, "err "))
+	return "", msg.ParseLine(strings.TrimPrefix(r, "err ")) // errno and text
 }
 
 func (p *Process) connErr(line string, err error) error {
@@ -323,7 +326,7 @@ func (p *Process) Save(ctx context.Context, dir string) error {
 	if p.cfg.Jail.UID != 0 {
 		os.Chown(dir, p.cfg.Jail.UID, p.cfg.Jail.GID)
 	}
-	_, err := p.request(ctx, "save "+dir)
+	_, err := p.request(ctx, "save "+msg.Quote(dir))
 	return err
 }
 

@@ -59,7 +59,9 @@
 // (vmm.Launch starts it and returns a *Process). The process reads its
 // Config (JSON), builds the machine, and serves a line protocol on the
 // control socket it inherits as fd 3 (a listening unix socket). One request
-// per line, one reply line per request:
+// per line, in the ctl message grammar (package msg: blanks between words,
+// single quotes, at most 4 KiB; verbs in controlVerbs, control.go), one
+// reply line per request:
 //
 //	request          reply
 //	status           ok <state> cpus=<n> mem=<bytes> pid=<pid>   state: running|paused|ended:<reason>
@@ -67,7 +69,11 @@
 //	resume           ok
 //	save <dir>       ok <dir>           paused only: <dir>/state.json + <dir>/mem
 //	stop             ok                 the process then exits
-//	(anything else)  err <verb>: <reason>
+//	(any failure)    err <ERRNO> <verb>: <reason>    e.g. err EINVAL ctl: unknown verb "bogus"
+//
+// The errno travels as its name (msg.Line); the client returns a
+// *msg.Error with errno and text (msg.ParseLine), so the daemon maps it
+// like any other error.
 //
 // The process's exit status says why it ended: 0 stop, 10 guest reset
 // (reboot, panic with panic=-1, triple fault), 11 poweroff, 12 crash,

@@ -1,7 +1,6 @@
 package vmm
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -188,93 +186,6 @@ func controlListener() (net.Listener, error) {
 		return nil, fmt.Errorf("control: fd %d: %w", fdControl, err)
 	}
 	return ln, nil
-}
-
-// controlServer serves the line protocol documented in doc.go.
-type controlServer struct {
-	m       *Machine
-	cfg     *Config
-	stopped chan struct{}
-}
-
-func (s *controlServer) serve(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go s.conn(c)
-	}
-}
-
-func (s *controlServer) conn(c net.Conn) {
-	defer c.Close()
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), 4096)
-	for sc.Scan() {
-		reply, stop := s.handle(sc.Text())
-		c.Write([]byte(reply + "\n"))
-		if stop {
-			close(s.stopped)
-			return
-		}
-	}
-}
-
-// handle runs one request line and returns the reply line.
-func (s *controlServer) handle(line string) (reply string, stop bool) {
-	f := strings.Fields(line)
-	if len(f) == 0 {
-		return "err control: empty request", false
-	}
-	verb := f[0]
-	fail := func(err error) string {
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		if !strings.HasPrefix(msg, verb+":") {
-			msg = verb + ": " + msg
-		}
-		return "err " + msg
-	}
-	m := s.m
-	switch {
-	case verb == "status" && len(f) == 1:
-		state := "running"
-		if r, _ := m.Exit(); r != ExitRunning {
-			state = "ended:" + string(r)
-		} else if m.Paused() {
-			state = "paused"
-		}
-		return fmt.Sprintf("ok %s cpus=%d mem=%d pid=%d", state, len(m.vcpus), m.cfg.MemBytes, os.Getpid()), false
-	case verb == "pause" && len(f) == 1:
-		if err := m.Pause(); err != nil {
-			return fail(err), false
-		}
-		return "ok", false
-	case verb == "resume" && len(f) == 1:
-		if err := m.Resume(); err != nil {
-			return fail(err), false
-		}
-		return "ok", false
-	case verb == "save" && len(f) == 2:
-		if err := m.SaveDir(f[1]); err != nil {
-			return fail(err), false
-		}
-		return "ok " + f[1], false
-	case verb == "stop" && len(f) == 1:
-		m.Stop()
-		return "ok", true
-	case verb == "x-syscall" && len(f) == 2 && s.cfg.TestHooks:
-		// Make a syscall by number (to test the seccomp filter).
-		var nr uintptr
-		fmt.Sscan(f[1], &nr)
-		_, _, e := unix.Syscall(nr, 0, 0, 0)
-		return fmt.Sprintf("ok errno=%d", e), false
-	}
-	switch verb {
-	case "status", "pause", "resume", "save", "stop":
-		return fmt.Sprintf("err %s: wrong number of arguments %q", verb, line), false
-	}
-	return fmt.Sprintf("err control: unknown verb %q", verb), false
 }
 
 // mapFile maps a whole file read-only.
