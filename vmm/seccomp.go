@@ -47,16 +47,17 @@ const (
 
 // goThreadFlags are the clone flags of the Go runtime's new threads
 // (runtime/os_linux.go, cloneFlags): CLONE_VM | CLONE_FS | CLONE_FILES |
-// CLONE_SIGHAND | CLONE_SYSVSEM | CLONE_THREAD. Anything else (a new
-// process, new namespaces, CLONE_NEWUSER) is refused.
+// CLONE_SIGHAND | CLONE_SYSVSEM | CLONE_THREAD, to which runtime·clone
+// (sys_linux_amd64.s) adds CLONE_SETTLS for every thread with an m. Anything
+// else (a new process, new namespaces, CLONE_NEWUSER) is refused.
 const goThreadFlags = unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND |
-	unix.CLONE_SYSVSEM | unix.CLONE_THREAD
+	unix.CLONE_SYSVSEM | unix.CLONE_THREAD | unix.CLONE_SETTLS
 
 // glibcThreadFlags are pthread_create's (glibc
 // sysdeps/unix/sysv/linux/createthread.c, clone_flags), for cgo builds
-// such as the host's test binaries: the Go flags plus CLONE_SETTLS |
+// such as the host's test binaries: the Go flags plus
 // CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID (after clone3's ENOSYS).
-const glibcThreadFlags = goThreadFlags | unix.CLONE_SETTLS | unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID
+const glibcThreadFlags = goThreadFlags | unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID
 
 // argRule allows syscall nr only when the low 32 bits of argument arg
 // are one of values (and, with high0, its high 32 bits are zero); any
@@ -88,7 +89,7 @@ func vmmPolicy() seccompPolicy {
 			// socket(domain, ...): domain is an int.
 			{name: "socket", nr: unix.SYS_SOCKET, arg: 0, values: []uint32{unix.AF_UNIX}, errno: unix.EPERM},
 			// clone(flags, ...): flags is an unsigned long.
-			{name: "clone", nr: unix.SYS_CLONE, arg: 0, high0: true, values: []uint32{goThreadFlags, glibcThreadFlags}, errno: unix.EPERM},
+			{name: "clone", nr: unix.SYS_CLONE, arg: 0, high0: true, values: []uint32{goThreadFlags, goThreadFlags &^ unix.CLONE_SETTLS, glibcThreadFlags}, errno: unix.EPERM},
 		},
 		errnos: map[uintptr]unix.Errno{unix.SYS_CLONE3: unix.ENOSYS},
 	}
