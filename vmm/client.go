@@ -59,6 +59,9 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	if len(cfg.Socket) > 107 {
 		return nil, fmt.Errorf("launch: socket path %q longer than 107 bytes", cfg.Socket)
 	}
+	if cfg.Jail.Root != "" && !cfg.Jail.Namespaces {
+		return nil, fmt.Errorf("launch: a jail root needs namespaces")
+	}
 	bin := cfg.Binary
 	if bin == "" {
 		if bin, err = os.Executable(); err != nil {
@@ -87,7 +90,7 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	closers = append(closers, lnFile)
 	extra := []*os.File{lnFile, nil, nil}
 	if cfg.Console != "" {
-		f, err := os.OpenFile(cfg.Console, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		f, err := openLog(cfg.Console)
 		if err != nil {
 			return nil, fmt.Errorf("launch: %w", err)
 		}
@@ -106,17 +109,24 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+	if err := writeConfig(cfgPath, b); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
 
 	cmd := exec.Command(bin, "vmm", "-config", cfgPath)
 	cmd.Stdin = nil
 	cmd.Stdout = nil
+	cmd.Env = cfg.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // not nil: nil would pass on the daemon's
+	}
+	if cfg.Jail.Root != "" {
+		cmd.Dir = "/"
+	}
 	p = &Process{cmd: cmd, cfg: cfg, done: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}}
 	var logw io.Writer = p.stderr
 	if cfg.LogFile != "" {
-		lf, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		lf, err := openLog(cfg.LogFile)
 		if err != nil {
 			return nil, fmt.Errorf("launch: %w", err)
 		}
@@ -129,7 +139,12 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	cmd.Stderr = logw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if cfg.Jail.Namespaces {
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC
+		// A network namespace of its own: no interface but a down
+		// loopback, no route to the host or its loopback services, and
+		// no abstract unix sockets but its own (the tap, if any, comes
+		// as an fd).
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC |
+			syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS
 	}
 	// The cgroup: v2 is entered at clone time (CLONE_INTO_CGROUP); v1
 	// only by pid once the process exists, so the process waits at a
@@ -313,18 +328,20 @@ func (p *Process) Resume(ctx context.Context) error {
 	return err
 }
 
-// Save writes a paused machine's snapshot into dir (created, and handed to
-// the VMM's uid if it drops privileges).
+// Save writes a paused machine's snapshot into dir. A VMM that drops
+// privileges creates dir itself, as its uid (so in Jail.Work when jailed:
+// it can write nowhere else); root never creates or chowns a path there,
+// where the VMM could have planted a symlink. Otherwise dir is created
+// here.
 func (p *Process) Save(ctx context.Context, dir string) error {
 	if strings.ContainsAny(dir, " \n") {
 		return fmt.Errorf("save: directory %q has blanks", dir)
 	}
 	dir, _ = filepath.Abs(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("save: %w", err)
-	}
-	if p.cfg.Jail.UID != 0 {
-		os.Chown(dir, p.cfg.Jail.UID, p.cfg.Jail.GID)
+	if p.cfg.Jail.UID == 0 {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("save: %w", err)
+		}
 	}
 	_, err := p.request(ctx, "save "+msg.Quote(dir))
 	return err
@@ -417,6 +434,38 @@ func lastError(stderr string) string {
 		return lines[len(lines)-1]
 	}
 	return ""
+}
+
+// openLog opens (creating) a log file the process writes to, for append:
+// never through a symlink, and only a regular file (a FIFO would block).
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open %s: not a regular file", path)
+	}
+	return f, nil
+}
+
+// writeConfig writes the process's config to path, replacing what is
+// there but never writing through a symlink.
+func writeConfig(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("write %s: not a regular file", path)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // closerFunc makes a func() an io.Closer.

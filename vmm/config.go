@@ -34,6 +34,9 @@ type Config struct {
 	Console string   `json:"-"` // console log file (Launch opens it for append)
 	LogFile string   `json:"-"` // the process's stderr (default: discarded after the tail is kept)
 	TapFD   *os.File `json:"-"` // an open tap, passed to the process (Net.TapFD is set for it)
+	// Env is the process's whole environment (default: empty; the
+	// daemon's own is never passed on).
+	Env []string `json:"-"`
 
 	Jail JailConfig `json:",omitempty"`
 
@@ -65,17 +68,28 @@ type VsockConfig struct {
 }
 
 // JailConfig confines the VMM process. Namespaces and the cgroup are set
-// up by Launch (it needs root); Seccomp and the uid/gid switch are applied
-// by the process itself once its devices are open.
+// up by Launch (it needs root); the root (jail.go) is built by the process
+// before it opens anything inside it; Seccomp and the uid/gid switch are
+// applied by the process itself once its devices are open.
 type JailConfig struct {
-	Namespaces bool   `json:",omitempty"` // new mount, PID and IPC namespaces
-	Seccomp    bool   `json:",omitempty"` // syscall allowlist; others kill the process
-	UID        int    `json:",omitempty"` // drop to this uid/gid after setup (0: keep)
-	GID        int    `json:",omitempty"`
-	Cgroup     string `json:",omitempty"` // cgroup to create and run in, e.g. "sandfs/t1", in the host's layout (package cgroup); "" none
-	MemMax     uint64 `json:",omitempty"` // memory limit in bytes; 0: MemBytes + 128 MiB
-	CPUMax     int    `json:",omitempty"` // CPU limit in percent of one CPU; 0: 100 × CPUs
-	PidsMax    int    `json:",omitempty"` // task limit (threads count); 0: 64
+	Namespaces bool `json:",omitempty"` // new mount, PID, IPC, network and UTS namespaces
+	// Root, if set, is an empty directory (the daemon's, not the VMM's
+	// uid's) on which the process builds its own root, a small read-only
+	// tmpfs in its mount namespace holding only the paths it needs
+	// (jailMounts), and pivots into it. Needs Namespaces and absolute,
+	// clean paths in the config.
+	Root string `json:",omitempty"`
+	// Work is the one directory the jailed VMM writes: disk overlays
+	// (and their maps) must be in it, snapshots are saved into it. It
+	// should belong to UID/GID and to nothing else.
+	Work    string `json:",omitempty"`
+	Seccomp bool   `json:",omitempty"` // syscall allowlist; others kill the process
+	UID     int    `json:",omitempty"` // drop to this uid/gid after setup (0: keep)
+	GID     int    `json:",omitempty"`
+	Cgroup  string `json:",omitempty"` // cgroup to create and run in, e.g. "sandfs/t1", in the host's layout (package cgroup); "" none
+	MemMax  uint64 `json:",omitempty"` // memory limit in bytes; 0: MemBytes + 128 MiB
+	CPUMax  int    `json:",omitempty"` // CPU limit in percent of one CPU; 0: 100 × CPUs
+	PidsMax int    `json:",omitempty"` // task limit (threads count); 0: 64
 }
 
 func (c *Config) validate() error {

@@ -10,11 +10,12 @@ import (
 )
 
 // Confinement, after Firecracker's jailer: Launch puts the process in new
-// mount, PID and IPC namespaces and a cgroup with memory/CPU/PID limits in
-// the host's layout (package cgroup: v2, or v1 hierarchies); the process,
-// once /dev/kvm, guest RAM, disks and sockets are open, makes its mounts
-// private, drops to an unprivileged uid/gid and installs a seccomp
-// allowlist whose violations kill it (SECCOMP_RET_KILL_PROCESS).
+// mount, PID, IPC, network and UTS namespaces, with an empty environment,
+// and a cgroup with memory/CPU/PID limits in the host's layout (package
+// cgroup: v2, or v1 hierarchies); the process builds its own root and
+// pivots into it before it opens anything there (jail.go); once /dev/kvm,
+// guest RAM, disks and sockets are open, it drops the jail's devices, drops
+// to its sandbox's uid/gid and installs a seccomp filter (seccomp.go).
 
 // setupCgroup creates cfg.Jail.Cgroup with cfg's limits in the layout
 // cgroup.Detect finds; a host without usable controllers is an error
@@ -80,13 +81,20 @@ func waitGate() error {
 	return nil
 }
 
-// confineSelf applies the in-process part of cfg.Jail, in order: private
-// mounts, uid/gid, no_new_privs, seccomp.
+// confineSelf applies the rest of cfg.Jail once the machine and its
+// devices exist (the root, if any, was entered before: enterJail), in
+// order: private mounts, the jail's devices gone, uid/gid, no_new_privs,
+// seccomp.
 func confineSelf(cfg *Config) error {
 	j := cfg.Jail
 	if j.Namespaces {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("confine: make mounts private: %w", err)
+		}
+	}
+	if j.Root != "" {
+		if err := leaveDevices(cfg); err != nil {
+			return fmt.Errorf("confine: %w", err)
 		}
 	}
 	if j.GID != 0 || j.UID != 0 {
@@ -108,5 +116,14 @@ func confineSelf(cfg *Config) error {
 			return fmt.Errorf("confine: %w", err)
 		}
 	}
+	if afterConfine != nil {
+		go afterConfine(cfg)
+	}
 	return nil
 }
+
+// afterConfine, when set, runs in its own goroutine once the process is
+// confined. Only the vmm package's tests set it (main_test.go): their
+// binary, run as the VMM, then plays a compromised VMM (attack_test.go).
+// The sandfs binary never sets it.
+var afterConfine func(cfg *Config)

@@ -157,15 +157,25 @@ func TestLaunchSeccompKill(t *testing.T) {
 }
 
 // TestLaunchConfined launches a fully confined VMM: PID 1 of its own
-// namespace, uid 65534, seccomp, and the cgroup the host's layout offers
-// (cgroup2 in the lab, cgroup1 on hybrid or v1 hosts; none only outside
-// the lab), whose limits are set and whose memory counter grows with
-// guest RAM; nothing is left after Stop.
+// namespace, in its own network namespace, with an empty environment, in
+// its jail (its / shows only the mount points of jailMounts), its own
+// uid, seccomp, and the cgroup the host's layout offers (cgroup2 in the
+// lab, cgroup1 on hybrid or v1 hosts; none only outside the lab), whose
+// limits are set and whose memory counter grows with guest RAM; nothing is
+// left after Stop.
 func TestLaunchConfined(t *testing.T) {
 	testenv.Need(t, os.Getuid() == 0, "needs root for namespaces and cgroups")
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
 	cfg := launchConfig(t, dir, "forever")
+	uid := testAttackerUID
+	for _, d := range []string{"root", "work"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(dir, "work"), uid, uid); err != nil {
+		t.Fatal(err)
+	}
 	layout, err := cgroup.Detect()
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +184,8 @@ func TestLaunchConfined(t *testing.T) {
 	if testenv.InLab() && layout.Mode != cgroup.V2 {
 		t.Fatalf("the lab mounts cgroup2 with every controller delegated; detected %s", layout)
 	}
-	cfg.Jail = JailConfig{Namespaces: true, Seccomp: true, UID: 65534, GID: 65534}
+	cfg.Jail = JailConfig{Namespaces: true, Seccomp: true, UID: uid, GID: uid,
+		Root: filepath.Join(dir, "root"), Work: filepath.Join(dir, "work")}
 	if layout.Mode != cgroup.None {
 		cfg.Jail.Cgroup = "sandfs-test/t" + strconv.Itoa(os.Getpid())
 	}
@@ -197,8 +208,36 @@ func TestLaunchConfined(t *testing.T) {
 	}
 	pid := strconv.Itoa(p.Pid())
 	status, _ := os.ReadFile("/proc/" + pid + "/status")
-	if !strings.Contains(string(status), "Uid:\t65534") || !strings.Contains(string(status), "Seccomp:\t2") {
+	if !strings.Contains(string(status), fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", uid, uid, uid, uid)) ||
+		!strings.Contains(string(status), "Seccomp:\t2") {
 		t.Errorf("/proc/pid/status: uid or seccomp not applied:\n%s", status)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if g, ok := strings.CutPrefix(l, "Groups:"); ok && strings.TrimSpace(g) != "" {
+			t.Errorf("the VMM keeps supplementary groups: %q", l)
+		}
+	}
+	if env, err := os.ReadFile("/proc/" + pid + "/environ"); err != nil || len(env) != 0 {
+		t.Errorf("the VMM's environment: %q, %v; want it empty", env, err)
+	}
+	ours, _ := os.Readlink("/proc/self/ns/net")
+	if theirs, err := os.Readlink("/proc/" + pid + "/ns/net"); err != nil || theirs == ours {
+		t.Errorf("the VMM's network namespace is %q (%v); want its own, not %q", theirs, err, ours)
+	}
+	// Its root: the mount points of its jail, nothing of the host's.
+	ents, err := os.ReadDir("/proc/" + pid + "/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := []string{strings.Split(dir, "/")[1], "dev"}; !equalSets(names, want) {
+		t.Errorf("the VMM's / holds %q; want %q", names, want)
+	}
+	if ents, _ := os.ReadDir("/proc/" + pid + "/root/dev"); len(ents) != 1 {
+		t.Errorf("the VMM's /dev holds %v; want only the (unmounted) kvm mount point", ents)
 	}
 
 	// The group's directories: one in v2, one per controller in v1.
@@ -414,4 +453,21 @@ func TestLaunchStopTimeout(t *testing.T) {
 	if _, err := os.Stat("/proc/" + strconv.Itoa(p.Pid())); err == nil {
 		t.Errorf("pid %d still exists", p.Pid())
 	}
+}
+
+// equalSets reports whether a and b hold the same strings.
+func equalSets(a, b []string) bool {
+	m := map[string]int{}
+	for _, s := range a {
+		m[s]++
+	}
+	for _, s := range b {
+		m[s]--
+	}
+	for _, n := range m {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
 }

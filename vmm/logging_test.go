@@ -144,7 +144,6 @@ func TestVMMLogCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(logFloodEnv, "1")
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "vmm.log")
 	earlier := rand.Text() + "\n"
@@ -154,7 +153,7 @@ func TestVMMLogCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := Launch(ctx, Config{Kernel: "unused", MemBytes: 2 << 20, CPUs: 1, Binary: bin,
-		Socket: filepath.Join(dir, "vmm.sock"), LogFile: logPath})
+		Socket: filepath.Join(dir, "vmm.sock"), LogFile: logPath, Env: []string{logFloodEnv + "=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

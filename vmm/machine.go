@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 
@@ -31,6 +32,10 @@ type MachineConfig struct {
 	MemFile string
 	// KVMPath is /dev/kvm unless set.
 	KVMPath string
+	// Pagemap, if set, is /proc/self/pagemap opened beforehand, for a
+	// process whose root has no /proc (the jail); taken over by the
+	// machine. Otherwise NewMachine opens it for fresh anonymous RAM.
+	Pagemap *os.File
 	Log     *slog.Logger
 }
 
@@ -166,7 +171,7 @@ func NewMachine(cfg MachineConfig) (m *Machine, err error) {
 	if err = m.vm.CreatePIT2(kvm.PITSpeakerDummy); err != nil {
 		return nil, err
 	}
-	if m.ram, err = mapRAM(cfg.MemBytes, cfg.MemFile); err != nil {
+	if m.ram, err = mapRAM(cfg.MemBytes, cfg.MemFile, cfg.Pagemap); err != nil {
 		return nil, err
 	}
 	for i, r := range m.ram.regions {

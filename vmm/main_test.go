@@ -24,7 +24,17 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv("SANDFS_TEST_ORPHAN"); cfg != "" {
 		orphanParent(cfg)
 	}
+	if cfg := os.Getenv("SANDFS_TEST_JAIL"); cfg != "" {
+		jailChild(cfg)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "vmm" {
+		// A VMM whose sandbox is called attackID plays a compromised
+		// one once confined (attack_test.go).
+		afterConfine = func(cfg *Config) {
+			if cfg.ID == attackID {
+				attack(cfg, os.Stderr)
+			}
+		}
 		if os.Getenv(logFloodEnv) != "" {
 			logFloodVMM()
 		}

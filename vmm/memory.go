@@ -29,19 +29,30 @@ type guestRAM struct {
 
 var _ bus.Memory = (*guestRAM)(nil)
 
-func mapRAM(size uint64, file string) (*guestRAM, error) {
+// mapRAM maps size bytes of guest RAM, from file for a restore; pagemap
+// (nil: opened here) is kept for fresh anonymous RAM, closed otherwise.
+func mapRAM(size uint64, file string, pagemap *os.File) (r *guestRAM, err error) {
+	if pagemap != nil {
+		defer func() {
+			if r == nil || r.pagemap != pagemap {
+				pagemap.Close()
+			}
+		}()
+	}
 	if size == 0 || size%(2<<20) != 0 {
 		return nil, fmt.Errorf("map guest RAM: size %d is not a positive multiple of 2 MiB", size)
 	}
-	r := &guestRAM{size: size, regions: boot.RAMLayout(size)}
-	var err error
+	r = &guestRAM{size: size, regions: boot.RAMLayout(size)}
 	if file == "" {
 		r.mem, err = unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE,
 			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 		if err != nil {
 			return nil, fmt.Errorf("map guest RAM: %w", err)
 		}
-		r.pagemap, _ = os.Open("/proc/self/pagemap") // else SaveMemory opens it
+		r.pagemap = pagemap
+		if r.pagemap == nil {
+			r.pagemap, _ = os.Open("/proc/self/pagemap") // else SaveMemory opens it
+		}
 	} else {
 		f, err := os.Open(file)
 		if err != nil {

@@ -98,14 +98,7 @@ func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 	}
 	mc := MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline,
 		Console: console, Log: log}
-	var st *State
-	if cfg.Restore != "" {
-		var err error
-		if st, err = LoadState(cfg.Restore); err != nil {
-			return ExitError, err
-		}
-		mc.MemFile = cfg.Restore + "/" + MemoryFile
-	} else {
+	if cfg.Restore == "" {
 		var err error
 		// Mapped, not read: the VMM's heap would otherwise keep both
 		// images (~7 MB) for its whole life.
@@ -118,6 +111,29 @@ func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
 				return ExitError, fmt.Errorf("read initrd: %w", err)
 			}
 		}
+	}
+	if cfg.Jail.Root != "" {
+		// The jail has no /proc; SaveMemory reads the pagemap.
+		if cfg.Restore == "" {
+			pm, err := os.Open("/proc/self/pagemap")
+			if err != nil {
+				return ExitError, err
+			}
+			mc.Pagemap = pm
+		}
+		// From here on every path resolves in the jail (jail.go): the
+		// snapshot, the disks, the vsock socket.
+		if err := enterJail(cfg); err != nil {
+			return ExitError, err
+		}
+	}
+	var st *State
+	if cfg.Restore != "" {
+		var err error
+		if st, err = LoadState(cfg.Restore); err != nil {
+			return ExitError, err
+		}
+		mc.MemFile = cfg.Restore + "/" + MemoryFile
 	}
 	m, err := NewMachine(mc)
 	if err != nil {
