@@ -147,8 +147,8 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 			syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS
 	}
 	// The cgroup: v2 is entered at clone time (CLONE_INTO_CGROUP); v1
-	// only by pid once the process exists, so the process waits at a
-	// start gate (fdGate) until it is in every hierarchy.
+	// only by pid once the process exists, so the process (-gate) waits
+	// at a start gate (fdGate) until it is in every hierarchy.
 	var gate *os.File // write end; nil without a v1 cgroup
 	if cfg.Jail.Cgroup != "" {
 		g, err := setupCgroup(&cfg)
@@ -171,6 +171,7 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 			}
 			extra[fdGate-3] = r
 			gate = w
+			cmd.Args = append(cmd.Args, "-gate")
 		}
 	}
 	for len(extra) > 0 && extra[len(extra)-1] == nil {

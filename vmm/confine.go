@@ -65,13 +65,13 @@ func (p *Process) Limits() cgroup.Mode {
 
 // waitGate blocks until Launch has put this process in its cgroup v1
 // group (and before anything the limits should cover is allocated):
-// Launch passes the read end of a pipe as fdGate and writes one byte once
-// the pid is in every hierarchy. Without fdGate (cgroup v2, entered at
-// clone time, or no cgroup) it returns at once.
+// Launch passes -gate and the read end of a pipe as fdGate, and writes one
+// byte once the pid is in every hierarchy. The flag, not the fd, says
+// whether there is a gate: a process may inherit an unrelated fd 6.
 func waitGate() error {
 	f := inheritedFile(fdGate, "gate")
 	if f == nil {
-		return nil
+		return fmt.Errorf("start gate: fd %d is not open", fdGate)
 	}
 	defer f.Close()
 	var b [1]byte

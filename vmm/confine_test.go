@@ -86,11 +86,11 @@ func TestLaunchEntersCgroupFirst(t *testing.T) {
 	t.Logf("VMM pid %s is in %s (%s), waiting in %s", pid, name, layout.Mode, stack)
 
 	// An empty kernel: the VMM fails, Launch reports it and cleans up.
-	w, err := os.OpenFile(kernel, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(30 * time.Second); !fifoReader(t, kernel); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the VMM in %s never opened its kernel", name)
+		}
 	}
-	w.Close()
 	if err := <-errc; err == nil || !strings.Contains(err.Error(), "kernel") {
 		t.Errorf("Launch = %v; want the VMM's kernel error", err)
 	}
@@ -101,10 +101,10 @@ func TestLaunchEntersCgroupFirst(t *testing.T) {
 	}
 }
 
-// TestStartGate: a VMM started with a start gate (fd 6) does nothing
-// before the gate opens (it has not reached the kernel, a FIFO nobody
-// reads), proceeds once a byte arrives, and exits with an error if the
-// gate closes without one.
+// TestStartGate: a VMM started with -gate does nothing before the gate
+// (fd 6) opens (it has not reached the kernel, a FIFO nobody reads),
+// proceeds once a byte arrives, and exits with an error if the gate
+// closes without one; without -gate it ignores an inherited fd 6.
 func TestStartGate(t *testing.T) {
 	dir := t.TempDir()
 	kernel := filepath.Join(dir, "kernel")
@@ -115,27 +115,14 @@ func TestStartGate(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(`{"Kernel": "`+kernel+`", "MemBytes": 134217728, "CPUs": 1}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// readerOpen reports whether the VMM has the FIFO open (or is
-	// blocked opening it): a non-blocking open for write fails with
-	// ENXIO while there is no reader (fifo(7)).
-	readerOpen := func() bool {
-		fd, err := unix.Open(kernel, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err == nil {
-			unix.Close(fd)
-			return true
-		}
-		if err != unix.ENXIO {
-			t.Fatalf("open %s: %v", kernel, err)
-		}
-		return false
-	}
-	start := func() (*exec.Cmd, *os.File, *strings.Builder) {
+	readerOpen := func() bool { return fifoReader(t, kernel) }
+	start := func(args ...string) (*exec.Cmd, *os.File, *strings.Builder) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		cmd := exec.Command(os.Args[0], "vmm", "-config", cfgPath)
+		cmd := exec.Command(os.Args[0], append([]string{"vmm", "-config", cfgPath}, args...)...)
 		cmd.ExtraFiles = []*os.File{nil, nil, nil, r} // fd 6
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -146,7 +133,7 @@ func TestStartGate(t *testing.T) {
 		return cmd, w, &stderr
 	}
 
-	cmd, gate, stderr := start()
+	cmd, gate, stderr := start("-gate")
 	time.Sleep(300 * time.Millisecond)
 	if readerOpen() {
 		t.Fatal("the VMM opened its kernel before the gate opened")
@@ -163,7 +150,7 @@ func TestStartGate(t *testing.T) {
 		t.Errorf("VMM stderr = %q; want the empty kernel's error", stderr)
 	}
 
-	cmd, gate, stderr = start()
+	cmd, gate, stderr = start("-gate")
 	gate.Close()
 	if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "start gate: closed before the cgroup was set up") {
 		t.Errorf("VMM with a closed gate: %v, stderr %q; want the gate error", err, stderr)
@@ -171,4 +158,32 @@ func TestStartGate(t *testing.T) {
 	if readerOpen() {
 		t.Error("a VMM whose gate closed unopened went on to its kernel")
 	}
+
+	// No -gate: an fd 6 that happens to be open (here a pipe nobody
+	// writes) is not a gate.
+	cmd, gate, stderr = start()
+	defer gate.Close()
+	for deadline := time.Now().Add(10 * time.Second); !readerOpen(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a VMM without -gate waited on its inherited fd 6; stderr %q", stderr)
+		}
+	}
+	cmd.Wait()
+}
+
+// fifoReader reports whether some process has the FIFO at path open for
+// reading (or is blocked opening it), in which case that reader then sees
+// EOF: a non-blocking open for write fails with ENXIO while there is no
+// reader (fifo(7)), and otherwise is closed at once.
+func fifoReader(t *testing.T, path string) bool {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+		return true
+	}
+	if err != unix.ENXIO {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	return false
 }

@@ -19,7 +19,7 @@ const (
 	fdControl = 3 // listening unix socket: the control protocol
 	fdConsole = 4 // console log, opened for append (optional)
 	fdTap     = 5 // tap device (optional)
-	fdGate    = 6 // start gate: read end of a pipe; wait for a byte (cgroup v1, optional)
+	fdGate    = 6 // start gate, with -gate: read end of a pipe; wait for a byte (cgroup v1)
 )
 
 // Process exit codes; Process.Wait maps them back to ExitReason.
@@ -61,6 +61,7 @@ func Main(args []string) int {
 	}
 	fs := flag.NewFlagSet("vmm", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "JSON config file (vmm.Config)")
+	gate := fs.Bool("gate", false, "first wait for one byte on fd 6 (Launch moves the process into its cgroup v1 group meanwhile)")
 	if err := fs.Parse(args); err != nil {
 		return codeUsage
 	}
@@ -79,7 +80,7 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
 		return codeUsage
 	}
-	reason, err := run(cfg, log)
+	reason, err := run(cfg, log, *gate)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
 	}
@@ -87,10 +88,13 @@ func Main(args []string) int {
 	return exitCode(reason)
 }
 
-// run builds, starts and serves the machine until it ends.
-func run(cfg *Config, log *slog.Logger) (ExitReason, error) {
-	if err := waitGate(); err != nil {
-		return ExitError, err
+// run builds, starts and serves the machine until it ends; with gate, it
+// first waits at the start gate (waitGate).
+func run(cfg *Config, log *slog.Logger, gate bool) (ExitReason, error) {
+	if gate {
+		if err := waitGate(); err != nil {
+			return ExitError, err
+		}
 	}
 	var console io.Writer
 	if f := inheritedFile(fdConsole, "console"); f != nil {
