@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	iofs "io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,13 +101,12 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 			fl.Close()
 			return err
 		}
-		b := make([]byte, 32)
-		k, err := fl.ReadAt(b, 0)
-		if err != nil && !errors.Is(err, io.EOF) {
+		n, err := readSlot(fl)
+		if err != nil {
 			fl.Close()
 			return err
 		}
-		f, slot = fl, strings.TrimSpace(string(b[:k]))
+		f, slot = fl, n
 		return nil
 	})
 	if err != nil {
@@ -114,7 +115,7 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 	defer g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close)
 	for _, msg := range []string{"stdin off", "exec " + quoteGuest(execScript(cmd))} {
 		err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
-			_, err := f.WriteAt([]byte(msg), 0)
+			_, err := WriteP9(f, []byte(msg), 0)
 			return err
 		})
 		if err != nil {
@@ -126,6 +127,22 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 		}
 	}
 	return slot, nil
+}
+
+// readSlot reads the slot number of an open procs/clone, "n\n" from the
+// agent; anything but a decimal number is an ErrBadReply (it becomes a
+// path element and a word of execstatus).
+func readSlot(f p9.File) (string, error) {
+	b := make([]byte, 32)
+	k, err := ReadP9(f, b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	n := strings.TrimSpace(string(b[:k]))
+	if _, perr := strconv.ParseUint(n, 10, 32); perr != nil {
+		return "", fmt.Errorf("%w: procs/clone: slot %s is not a number", ErrBadReply, strconv.Quote(guestText(b[:k])))
+	}
+	return n, nil
 }
 
 // Write implements Handle.Write: one command per write; a trailing
@@ -243,11 +260,11 @@ func (f *execStatusFile) Text(ctx context.Context, b *bytes.Buffer) error {
 			return err
 		}
 		buf := make([]byte, 512)
-		k, err := fl.ReadAt(buf, 0)
+		k, err := ReadP9(fl, buf, 0)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		line = strings.TrimSpace(string(buf[:k]))
+		line = guestText(buf[:k])
 		return nil
 	})
 	if err != nil {

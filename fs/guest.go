@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +39,16 @@ import (
 // write or a FIFO read may wait for a long time) but end when their
 // context does. Failures of the connection itself (dial, timeout, lost)
 // leave their text in the sandbox's err.
+//
+// A hostile guest: every reply is input (guard.go). A reply that breaks
+// the protocol or a bound, or makes the p9 client panic, fails its
+// request with EIO, closes the session (the next request dials again)
+// and leaves its text in the sandbox's err; nothing outside this
+// sandbox's guest files notices. Each request runs in a goroutine of
+// its own (do) under recover. A request given up by its caller (an
+// interrupt) keeps its goroutine and buffer until the guest answers; at
+// most maxAbandoned per session, then the session is closed, so a guest
+// that never answers holds a bounded amount of the daemon.
 
 // Timeouts of guest requests; variables so tests can shorten them.
 var (
@@ -144,6 +155,8 @@ type guestSession struct {
 	root p9.File
 	dead chan struct{} // closed by kill
 
+	abandoned atomic.Int32 // requests given up by their caller, still unanswered
+
 	once sync.Once
 	why  error // why it died; set once, before dead is closed
 }
@@ -189,11 +202,16 @@ func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
 	}
 	c.SetDeadline(time.Now().Add(GuestDialTimeout))
 	stop := context.AfterFunc(dctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	cl, err := p9.NewClient(c, p9.WithMessageSize(guestMsize))
+	var cl *p9.Client
 	var root p9.File
-	if err == nil {
-		root, err = cl.Attach("/")
-	}
+	err = Guard(func() error {
+		var err error
+		cl, err = p9.NewClient(c, p9.WithMessageSize(guestMsize))
+		if err == nil {
+			root, err = cl.Attach("/")
+		}
+		return err
+	})
 	stop()
 	if err != nil {
 		c.Close()
@@ -227,6 +245,29 @@ func (g *guestLink) dialRetry(ctx context.Context) (net.Conn, error) {
 		}
 		wait = min(2*wait, 250*time.Millisecond)
 	}
+}
+
+// States of one request of do.
+const (
+	reqRunning int32 = iota
+	reqDone
+	reqAbandoned
+)
+
+// maxAbandoned bounds the requests per session that their callers gave
+// up (interrupted) while the guest has not answered them: each holds a
+// goroutine and its buffer (up to guestReadMax).
+const maxAbandoned = 16
+
+// isBadReply reports whether err is a reply refused as input: ours
+// (ErrBadReply) or the p9 client's (a reply it could not decode, an
+// unexpected tag or type, a frame over msize; the last comes inside a
+// p9.ConnError, which errors.As cannot see through).
+func isBadReply(err error) bool {
+	var br *p9.ErrBadResponse
+	return errors.Is(err, ErrBadReply) || errors.Is(err, p9.ErrNoValidMessage) ||
+		errors.Is(err, p9.ErrUnexpectedTag) || errors.As(err, &br) ||
+		strings.Contains(err.Error(), "message too large")
 }
 
 func isTimeout(err error) bool {
@@ -280,9 +321,19 @@ func (g *guestLink) shared(ctx context.Context) (*guestSession, error) {
 // (private sessions kill themselves there, which ends the request in the
 // agent). A failure of the connection kills s and is recorded in the
 // sandbox's err (EIO); the agent's own errors come back as syscall.Errno.
+//
+// fn runs in a goroutine of its own under Guard: a panic in it (the p9
+// client's, on a bad reply) fails this request like a bad reply.
 func (g *guestLink) do(ctx context.Context, s *guestSession, what string, bounded bool, onCancel func(), fn func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- fn() }()
+	var state atomic.Int32 // reqRunning, then reqDone (fn returned) or reqAbandoned
+	go func() {
+		err := Guard(fn)
+		if !state.CompareAndSwap(reqRunning, reqDone) {
+			s.abandoned.Add(-1)
+		}
+		done <- err
+	}()
 	var timeout <-chan time.Time
 	if bounded {
 		t := time.NewTimer(GuestOpTimeout)
@@ -301,6 +352,13 @@ func (g *guestLink) do(ctx context.Context, s *guestSession, what string, bounde
 		if onCancel != nil {
 			onCancel()
 		}
+		if state.CompareAndSwap(reqRunning, reqAbandoned) {
+			if n := s.abandoned.Add(1); n > maxAbandoned && !s.isDead() {
+				err := ctl.Errorf(syscall.EIO, "guest: sandbox %q: %d requests given up without an answer (last: %s); connection closed", g.sb.ID(), n, what)
+				s.kill(err)
+				g.sb.Fail(what, err)
+			}
+		}
 		return ctl.Errorf(syscall.EINTR, "%s: interrupted", what)
 	case <-s.dead:
 		err = s.why
@@ -309,8 +367,11 @@ func (g *guestLink) do(ctx context.Context, s *guestSession, what string, bounde
 }
 
 // mapErr turns a p9 client error into a tree error: the agent's errnos
-// as syscall.Errno, io.EOF as is, anything else (the connection failed)
-// kills s and becomes an EIO *ctl.Error recorded in the sandbox's err.
+// as syscall.Errno, io.EOF as is, anything else (the connection failed,
+// or the reply was refused as input: isBadReply) kills s and becomes an
+// EIO *ctl.Error recorded in the sandbox's err. A request that fails
+// because s was already closed is not recorded again: the failure that
+// closed it was (or the close was on purpose).
 func (g *guestLink) mapErr(s *guestSession, what string, err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return err
@@ -323,12 +384,21 @@ func (g *guestLink) mapErr(s *guestSession, what string, err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	s.kill(err)
 	if st := g.sb.State(); st != ctl.StateRunning {
 		// The sandbox stopped under the request: say so, as a dial would.
+		s.kill(err)
 		return ctl.Errorf(syscall.EBUSY, "guest: sandbox %q is %s; need running", g.sb.ID(), st)
 	}
-	e := ctl.Errorf(syscall.EIO, "guest: sandbox %q: connection lost during %s: %v", g.sb.ID(), what, err)
+	if s.isDead() {
+		return ctl.Errorf(syscall.EIO, "guest: sandbox %q: %s: connection closed (%v)", g.sb.ID(), what, s.why)
+	}
+	var e *ctl.Error
+	if isBadReply(err) {
+		e = ctl.Errorf(syscall.EIO, "guest: sandbox %q: bad reply to %s: %v; connection closed", g.sb.ID(), what, err)
+	} else {
+		e = ctl.Errorf(syscall.EIO, "guest: sandbox %q: connection lost during %s: %v", g.sb.ID(), what, err)
+	}
+	s.kill(e)
 	g.sb.Fail(what, e)
 	return e
 }
@@ -356,8 +426,11 @@ func (g *guestLink) guestErrText(ctx context.Context, s *guestSession, n string)
 			return err
 		}
 		b := make([]byte, 4096)
-		k, _ := f.ReadAt(b, 0)
-		text = strings.TrimSpace(string(b[:k]))
+		k, err := ReadP9(f, b, 0)
+		if errors.Is(err, ErrBadReply) {
+			return err
+		}
+		text = guestText(b[:k])
 		return nil
 	})
 	if err != nil {

@@ -3,8 +3,10 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	iofs "io/fs"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,22 +79,39 @@ func (o *onceAttr) take() (Attr, bool) {
 func guestPath(names []string) string { return strings.Join(names, "/") }
 
 // FromP9Attr is the Attr of a 9P file with attributes a (a guest's files,
-// a remote tree's).
+// a remote tree's). A size beyond int64 is cut to the largest int64.
 func FromP9Attr(a p9.Attr) Attr {
 	mode := iofs.FileMode(a.Mode.Permissions())
 	if a.Mode.IsDir() {
 		mode |= iofs.ModeDir
 	}
-	return Attr{Mode: mode, Size: int64(a.Size), Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds))}
+	size := int64(min(a.Size, math.MaxInt64))
+	return Attr{Mode: mode, Size: size, Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds))}
 }
 
 // ListP9 reads the whole of the open 9P directory f, count bytes per
-// Treaddir, as Dirents without "." and "..".
+// Treaddir, as Dirents without "." and "..". The server's offsets are
+// cookies (a guest's ext4 gives hashes), so they are only checked never
+// to come back: asking for the same offset twice would repeat forever.
+// The listing is bounded by MaxDirEntries and MaxDirBytes, and names must
+// be single path elements (validName); breaking any of these is an
+// ErrBadReply. Time is the caller's to bound.
 func ListP9(f p9.File, count uint32) ([]Dirent, error) {
 	var out []Dirent
 	var off uint64
+	entries, bytes := 0, 0
+	asked := map[uint64]bool{}
 	for {
-		ds, err := f.Readdir(off, count)
+		if asked[off] {
+			return nil, fmt.Errorf("%w: readdir offset %d came back after %d entries", ErrBadReply, off, entries)
+		}
+		asked[off] = true
+		var ds []p9.Dirent
+		err := Guard(func() error {
+			var err error
+			ds, err = f.Readdir(off, count)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -100,9 +119,20 @@ func ListP9(f p9.File, count uint32) ([]Dirent, error) {
 			return out, nil
 		}
 		for _, e := range ds {
+			entries++
+			bytes += len(e.Name)
+			if entries > MaxDirEntries {
+				return nil, fmt.Errorf("%w: readdir: more than %d entries", ErrBadReply, MaxDirEntries)
+			}
+			if bytes > MaxDirBytes {
+				return nil, fmt.Errorf("%w: readdir: more than %d bytes of names", ErrBadReply, MaxDirBytes)
+			}
 			off = e.Offset
 			if e.Name == "." || e.Name == ".." {
 				continue
+			}
+			if !validName(e.Name) {
+				return nil, fmt.Errorf("%w: readdir: bad entry name %.64q", ErrBadReply, e.Name)
 			}
 			var m iofs.FileMode
 			if e.Type == p9.TypeDir {
@@ -503,7 +533,7 @@ func (h *guestHandle) Read(ctx context.Context, p []byte, off int64) (int, error
 	err = h.g.do(ctx, s, "read "+guestPath(h.names), false, func() { h.drop(s, f) }, func() error {
 		defer h.reading.Add(-1)
 		var err error
-		n, err = f.ReadAt(buf, off)
+		n, err = ReadP9(f, buf, off)
 		return err
 	})
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -525,7 +555,7 @@ func (h *guestHandle) Write(ctx context.Context, p []byte, off int64) (int, erro
 	var n int
 	err = h.g.do(ctx, s, "write "+where, false, func() { h.drop(s, f) }, func() error {
 		var err error
-		n, err = f.WriteAt(p, off)
+		n, err = WriteP9(f, p, off)
 		return err
 	})
 	if err == nil {
@@ -551,13 +581,12 @@ func (h *guestHandle) Write(ctx context.Context, p []byte, off int64) (int, erro
 	return 0, h.g.failed(where, err, text)
 }
 
-// slot reads the slot number of an open procs/clone.
+// slot reads the slot number of an open procs/clone ("?" if it cannot).
 func (h *guestHandle) slot(ctx context.Context, s *guestSession, f p9.File) string {
 	var n string
 	if err := h.g.do(ctx, s, "read procs/clone", true, nil, func() error {
-		b := make([]byte, 32)
-		k, err := f.ReadAt(b, 0)
-		n = strings.TrimSpace(string(b[:k]))
+		var err error
+		n, err = readSlot(f)
 		return err
 	}); err != nil {
 		return "?"

@@ -22,6 +22,11 @@ import (
 // Nodes hold paths, not fids: each operation walks from the attach root
 // and clunks what it walked, so nodes cost nothing while unused and a
 // forgotten node leaks no fid. An open handle keeps its own fid.
+//
+// The server's replies are input, as a guest agent's are to the daemon:
+// reads and writes go through fs.ReadP9 and fs.WriteP9 (a count larger
+// than asked, or a panic in the p9 client, is EIO rather than a crash of
+// the process serving the mount), listings through fs.ListP9 (bounded).
 type Remote struct {
 	client *p9.Client
 	root   p9.File
@@ -243,7 +248,7 @@ func (h *remoteHandle) Read(ctx context.Context, p []byte, off int64) (int, erro
 	buf := make([]byte, len(p))
 	ch := make(chan result, 1)
 	go func() {
-		n, err := f.ReadAt(buf, off)
+		n, err := sfs.ReadP9(f, buf, off) // recovers: this goroutine is ours
 		ch <- result{n, err}
 	}()
 	var res result
@@ -275,7 +280,7 @@ func (h *remoteHandle) Write(ctx context.Context, p []byte, off int64) (int, err
 	if err != nil {
 		return 0, err
 	}
-	n, err := f.WriteAt(p, off)
+	n, err := sfs.WriteP9(f, p, off)
 	return n, toErrno(err)
 }
 
