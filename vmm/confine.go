@@ -67,7 +67,8 @@ func (p *Process) Limits() cgroup.Mode {
 // group (and before anything the limits should cover is allocated):
 // Launch passes -gate and the read end of a pipe as fdGate, and writes one
 // byte once the pid is in every hierarchy. The flag, not the fd, says
-// whether there is a gate: a process may inherit an unrelated fd 6.
+// whether there is a gate: without one, fd 6 is free for anything, and
+// the Go runtime takes it for its own epoll fd before run starts.
 func waitGate() error {
 	f := inheritedFile(fdGate, "gate")
 	if f == nil {

@@ -159,7 +159,8 @@ func TestStartGate(t *testing.T) {
 		t.Error("a VMM whose gate closed unopened went on to its kernel")
 	}
 
-	// No -gate: an fd 6 that happens to be open (here a pipe nobody
+	// No -gate: an fd 6 that happens to be open (in a real VMM, the Go
+	// runtime's epoll fd; here a pipe nobody
 	// writes) is not a gate.
 	cmd, gate, stderr = start()
 	defer gate.Close()
