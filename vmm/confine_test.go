@@ -160,8 +160,7 @@ func TestStartGate(t *testing.T) {
 	}
 
 	// No -gate: an fd 6 that happens to be open (in a real VMM, the Go
-	// runtime's epoll fd; here a pipe nobody
-	// writes) is not a gate.
+	// runtime's epoll fd; here a pipe nobody writes) is not a gate.
 	cmd, gate, stderr = start()
 	defer gate.Close()
 	for deadline := time.Now().Add(10 * time.Second); !readerOpen(); time.Sleep(20 * time.Millisecond) {
