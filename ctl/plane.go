@@ -73,7 +73,7 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 		p.taken[id] = true
 	}
 	for _, r := range recs {
-		s := newSandbox(p, r.ID, r.config(), r.Created)
+		s := newSandbox(p, r.ID, r.config(), r.Created, r.Owner)
 		s.state, s.deadline, s.err = r.State, r.Deadline, r.Err
 		p.boxes[r.ID] = s
 	}
@@ -146,7 +146,7 @@ func (p *Plane) ctl(ctx context.Context, m []byte) (string, error) {
 
 // ctlNew creates and starts a sandbox (new on /ctl); the reply is its id.
 func (p *Plane) ctlNew(ctx context.Context, c Command, v *Verb) (string, error) {
-	s, err := p.create(c.ID, c.Config, c.Verb)
+	s, err := p.create(c.ID, c.Config, c.Verb, CredOf(ctx).Owner())
 	if err != nil {
 		return "", err
 	}
@@ -161,12 +161,18 @@ func (p *Plane) ctlKill(ctx context.Context, c Command, v *Verb) (string, error)
 	if err != nil {
 		return "", err
 	}
+	if err := s.mayControl(ctx, c.Verb); err != nil {
+		return "", err
+	}
 	return "", s.kill(ctx, v)
 }
 
 func (p *Plane) ctlRm(ctx context.Context, c Command, v *Verb) (string, error) {
 	s, err := p.lookup(c.Verb, c.ID)
 	if err != nil {
+		return "", err
+	}
+	if err := s.mayControl(ctx, c.Verb); err != nil {
 		return "", err
 	}
 	return "", s.remove(v)
@@ -198,13 +204,13 @@ func (p *Plane) Err() string {
 }
 
 // Clone reserves a new sandbox in state new, with a generated id and the
-// default config, for an open of /clone. The handle's writes go to the
+// default config, for an open of /clone; it belongs to ctx's Cred. The handle's writes go to the
 // sandbox's Ctl (configure verbs, then start), whose failures go to the
 // sandbox's Err like any write to its ctl; call Release when the handle
 // is closed. A failure of Clone itself (ENODEV without a runtime) becomes
 // the plane's Err.
 func (p *Plane) Clone(ctx context.Context) (*Sandbox, error) {
-	s, err := p.create("", Config{}, "clone")
+	s, err := p.create("", Config{}, "clone", CredOf(ctx).Owner())
 	if err != nil {
 		p.fail("", []byte("clone"), err)
 		return nil, err
@@ -224,9 +230,9 @@ func (p *Plane) noRuntimeErr(verb string) error {
 	return Errorf(syscall.ENODEV, "%s: no VMM runtime configured: %s", verb, why)
 }
 
-// create registers a sandbox in state new, called id or a generated id.
-// verb names the request in error texts.
-func (p *Plane) create(id string, cfg Config, verb string) (*Sandbox, error) {
+// create registers a sandbox in state new, called id or a generated id,
+// belonging to owner. verb names the request in error texts.
+func (p *Plane) create(id string, cfg Config, verb string, owner Owner) (*Sandbox, error) {
 	if p.rt == nil {
 		// Refuse before anything exists: a sandbox that can never
 		// start is not worth reserving.
@@ -245,7 +251,7 @@ func (p *Plane) create(id string, cfg Config, verb string) (*Sandbox, error) {
 		p.mu.Unlock()
 		return nil, Errorf(syscall.EEXIST, "%s: sandbox exists %s", verb, msg.Cite(id))
 	}
-	s := newSandbox(p, id, cfg, time.Now())
+	s := newSandbox(p, id, cfg, time.Now(), owner)
 	p.boxes[id] = s
 	p.mu.Unlock()
 	p.notify(id)

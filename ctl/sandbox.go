@@ -18,6 +18,7 @@ type Sandbox struct {
 	p       *Plane
 	id      string
 	created time.Time // immutable
+	owner   Owner     // immutable: who created it
 
 	// op serializes operations (configure, start, pause, resume, kill,
 	// rm, timeout expiry, machine end) and is held across Runtime and
@@ -42,12 +43,16 @@ type Sandbox struct {
 	console  string             // console log of the last machine (ConsolePather), "" if none
 }
 
-func newSandbox(p *Plane, id string, cfg Config, created time.Time) *Sandbox {
-	return &Sandbox{p: p, id: id, created: created, state: StateNew, cfg: cfg, changed: make(chan struct{})}
+func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner Owner) *Sandbox {
+	return &Sandbox{p: p, id: id, created: created, owner: owner, state: StateNew, cfg: cfg, changed: make(chan struct{})}
 }
 
 // ID returns the sandbox's id.
 func (s *Sandbox) ID() string { return s.id }
+
+// Owner returns who the sandbox belongs to: the uid and gid that created
+// it (its files are theirs).
+func (s *Sandbox) Owner() Owner { return s.owner }
 
 // State returns the current lifecycle state.
 func (s *Sandbox) State() State {
@@ -222,7 +227,7 @@ func (s *Sandbox) recordLocked(st State) record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cfg.Defaults()
-	return record{ID: s.id, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
+	return record{ID: s.id, Owner: s.owner, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
 		World: c.World, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err}
 }
 

@@ -33,11 +33,14 @@ const recordFormat = 1
 
 // record is the persisted form of one sandbox, e.g.
 //
-//	{"format":1,"id":"t1","state":"running","template":"base",
+//	{"format":1,"id":"t1","owner":{"uid":1000,"gid":1000},"state":"running","template":"base",
 //	 "mem":268435456,"cpus":1,"timeout_ns":0,"created":"2026-11-29T13:40:00Z"}
+//
+// owner came later within format 1: a record without it belongs to root.
 type record struct {
 	Format   int       `json:"format"`
 	ID       string    `json:"id"`
+	Owner    Owner     `json:"owner"`
 	State    State     `json:"state"`
 	Template string    `json:"template"`
 	MemBytes uint64    `json:"mem"`

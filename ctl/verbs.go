@@ -27,7 +27,8 @@ a duration (300, 90s, 5m, 1h) after which the sandbox is killed.
 The write returns once the sandbox is running (reading the same open
 /ctl then gives its id), or fails with the creation error, which is
 also left in /err; a sandbox whose machine failed to start stays listed
-as dead with the reason in its err file.
+as dead with the reason in its err file. It belongs to the writer's uid
+and gid (Owner): its files under sandboxes/<id>/ are theirs.
 Errors: EEXIST a sandbox called name exists; ENODEV no VMM runtime is
 configured (nothing is created); ENOENT unknown template or world (from
 the runtime); ECANCELED killed while creating; EINTR the writer was
@@ -38,8 +39,10 @@ interrupted (creation goes on); EIO the runtime failed.`,
 		Name:  "kill",
 		Usage: "kill <id>",
 		Min:   1, Max: 1,
-		Doc: `Same as writing kill to sandboxes/<id>/ctl.
-Errors: ENOENT no such sandbox; otherwise as the sandbox's kill.`,
+		Doc: `Same as writing kill to sandboxes/<id>/ctl, and allowed to the same
+writers: the sandbox's owner and root.
+Errors: ENOENT no such sandbox; EPERM not the owner; otherwise as the
+sandbox's kill.`,
 		Run: handler{check: checkID, plane: (*Plane).ctlKill},
 	},
 	{
@@ -51,9 +54,10 @@ Errors: ENOENT no such sandbox; otherwise as the sandbox's kill.`,
 its state file and runtime directory are deleted, and readers blocked on
 its wait return. A sandbox still in state new (reserved by an open
 /clone) is removed too.
+Allowed to the sandbox's owner and root.
 Required state: dead or new.
-Errors: ENOENT no such sandbox; EBUSY the sandbox is not dead (kill it
-first).`,
+Errors: ENOENT no such sandbox; EPERM not the owner; EBUSY the sandbox is
+not dead (kill it first).`,
 		Run: handler{check: checkID, plane: (*Plane).ctlRm},
 	},
 }
