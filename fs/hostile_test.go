@@ -32,6 +32,7 @@ import (
 //	fs/huge       Rread: a whole msize of payload for any count (the p9
 //	              client's own "bytes completed > requested" panic)
 //	fs/short      Rread: count 1000 more than its 10-byte payload
+//	fs/wlong      Rwrite: count 100 more than was written
 //	fs/slow       Tread never answered
 //	fs/hang       Twalk to it never answered
 //	fs/endless/   Rreaddir: fresh entries and offsets forever
@@ -45,7 +46,7 @@ type hostileAgent struct {
 
 var hostileTree = map[string]bool{ // path -> is a directory
 	"": true, "procs": true, "procs/clone": false, "fs": true,
-	"fs/hello": false, "fs/long": false, "fs/huge": false, "fs/short": false, "fs/slow": false, "fs/hang": false,
+	"fs/hello": false, "fs/long": false, "fs/huge": false, "fs/short": false, "fs/slow": false, "fs/hang": false, "fs/wlong": false,
 	"fs/endless": true, "fs/loop": true, "fs/slash": true,
 }
 
@@ -184,7 +185,11 @@ func (a *hostileAgent) handle(typ uint8, tag uint16, b []byte) error {
 		}
 		return a.reply(tread+1, tag, append(frame(nil).u32(uint32(len(data))), data...))
 	case twrite:
-		return a.reply(twrite+1, tag, frame(nil).u32(le.Uint32(b[12:])))
+		n := le.Uint32(b[12:])
+		if a.fids[le.Uint32(b)] == "fs/wlong" {
+			n += 100
+		}
+		return a.reply(twrite+1, tag, frame(nil).u32(n))
 	case treaddir:
 		p, off, count := a.fids[le.Uint32(b)], le.Uint64(b[4:]), le.Uint32(b[12:])
 		var ents frame
@@ -323,6 +328,16 @@ func TestHostileGuest(t *testing.T) {
 	t.Run("Rread count beyond its payload", func(t *testing.T) {
 		_, err := c.ReadFile("sandboxes/evil/fs/short")
 		refused(t, "read fs/short", err, "bad reply to read fs/short", "no valid message")
+		okWorks(t)
+	})
+	t.Run("Rwrite longer than written", func(t *testing.T) {
+		f, err := c.Open("sandboxes/evil/fs/wlong", syscall.O_WRONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Write([]byte("data"))
+		f.Close()
+		refused(t, "write fs/wlong", err, "bad reply to write fs/wlong", "Rwrite of 104 bytes for a write of 4")
 		okWorks(t)
 	})
 	t.Run("exec with an oversized slot", func(t *testing.T) {
