@@ -31,13 +31,16 @@ type Plane struct {
 	wg     sync.WaitGroup // creation and machine-watcher goroutines
 
 	// mu protects the following fields.
-	mu       sync.Mutex
-	boxes    map[string]*Sandbox // every sandbox not removed
-	taken    map[string]bool     // ids of corrupt records: never reused
-	lastErr  string              // text of /err
-	watchers map[int]func(id string)
-	nextW    int
-	closed   bool
+	mu    sync.Mutex
+	boxes map[string]*Sandbox // every sandbox not removed
+	taken map[string]bool     // ids of corrupt records: never reused
+	// takenUIDs are the uids that own files in the run directories of
+	// corrupt records: never given out (giveUID).
+	takenUIDs map[int]bool
+	lastErr   string // text of /err
+	watchers  map[int]func(id string)
+	nextW     int
+	closed    bool
 }
 
 // Open opens (creating if needed) the state directory dir, takes its lock
@@ -65,16 +68,20 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Plane{
 		st: st, rt: rt, log: log, ctx: ctx, cancel: cancel,
-		boxes:    map[string]*Sandbox{},
-		taken:    map[string]bool{},
-		watchers: map[int]func(string){},
+		boxes:     map[string]*Sandbox{},
+		taken:     map[string]bool{},
+		takenUIDs: map[int]bool{},
+		watchers:  map[int]func(string){},
 	}
 	for _, id := range bad {
 		p.taken[id] = true
+		for _, uid := range st.runDirOwners(id) {
+			p.takenUIDs[uid] = true
+		}
 	}
 	for _, r := range recs {
 		s := newSandbox(p, r.ID, r.config(), r.Created, r.Owner)
-		s.state, s.deadline, s.err = r.State, r.Deadline, r.Err
+		s.state, s.deadline, s.err, s.uid = r.State, r.Deadline, r.Err, r.UID
 		p.boxes[r.ID] = s
 	}
 	for _, s := range p.Sandboxes() {

@@ -25,6 +25,10 @@ type Spec struct {
 	// is removed (with everything in it) when the sandbox record is
 	// removed. The runtime keeps whatever it needs to re-attach there.
 	Dir string
+	// UID is the host uid (and gid) the machine runs as, the sandbox's
+	// for its whole life, from the runtime's IDs (IDRanger); 0 when the
+	// runtime has none.
+	UID int
 }
 
 // Runtime starts machines. The VMM implements it (ctl/vmm.go); unit tests

@@ -41,6 +41,7 @@ type Sandbox struct {
 	startErr error              // why the last start failed
 	stopWhy  string             // err text for the coming death (timeout), "" for kill
 	console  string             // console log of the last machine (ConsolePather), "" if none
+	uid      int                // host uid/gid of its machine (Spec.UID), 0 none; set once, at the first launch, with Plane.mu held too
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner Owner) *Sandbox {
@@ -228,7 +229,7 @@ func (s *Sandbox) recordLocked(st State) record {
 	defer s.mu.Unlock()
 	c := s.cfg.Defaults()
 	return record{ID: s.id, Owner: s.owner, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
-		World: c.World, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err}
+		World: c.World, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err, UID: s.uid}
 }
 
 // persist writes the record of s as it will be in state st. op held.
@@ -383,7 +384,10 @@ func (s *Sandbox) launch(v *Verb) (uint64, error) {
 	s.mu.Lock()
 	s.cfg = s.cfg.Defaults()
 	s.mu.Unlock()
-	spec := Spec{ID: s.id, Config: s.cfg, Dir: p.st.runDir(s.id)}
+	if err := p.giveUID(s, verb); err != nil {
+		return 0, err
+	}
+	spec := Spec{ID: s.id, Config: s.cfg, Dir: p.st.runDir(s.id), UID: s.uid}
 	if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
 		return 0, Errorf(syscall.EIO, "%s: %v", verb, err)
 	}
@@ -629,7 +633,7 @@ func (s *Sandbox) restore() {
 	var m Machine
 	var err error = Errorf(syscall.ENOTSUP, "runtime cannot re-attach")
 	if ra, ok := p.rt.(Reattacher); ok && p.rt != nil && s.state != StateCreating {
-		spec := Spec{ID: s.id, Config: s.cfg.Defaults(), Dir: p.st.runDir(s.id)}
+		spec := Spec{ID: s.id, Config: s.cfg.Defaults(), Dir: p.st.runDir(s.id), UID: s.uid}
 		m, err = ra.Reattach(p.ctx, spec)
 		if err == nil && m == nil {
 			err = Errorf(syscall.EIO, "runtime returned no machine")

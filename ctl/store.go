@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -50,6 +51,9 @@ type record struct {
 	Created  time.Time `json:"created"`
 	Deadline time.Time `json:"deadline,omitzero"`
 	Err      string    `json:"err,omitempty"`
+	// UID is the host uid/gid the sandbox's machine runs as (Spec.UID),
+	// held until rm: files in its run directory belong to it.
+	UID int `json:"uid,omitempty"`
 }
 
 func (r *record) config() Config {
@@ -67,7 +71,7 @@ func (r *record) validate(file string) error {
 		return fmt.Errorf("invalid state %q", r.State)
 	case r.Template != "" && !ValidName(r.Template), r.World != "" && !ValidName(r.World):
 		return fmt.Errorf("invalid template or world name")
-	case r.CPUs < 0 || r.CPUs > MaxCPUs || r.MemBytes > MaxMem || r.Timeout < 0:
+	case r.CPUs < 0 || r.CPUs > MaxCPUs || r.MemBytes > MaxMem || r.Timeout < 0 || r.UID < 0:
 		return fmt.Errorf("settings out of range")
 	}
 	return nil
@@ -88,16 +92,16 @@ type store struct {
 
 // openStore creates the layout under dir if needed and takes the lock.
 func openStore(dir string) (*store, error) {
-	// dir and run/ are 0711: a jailed VMM (uid JailUID) must reach its
-	// run/<id> (which it owns) after dropping privileges; it can list
-	// neither, and records/ stays 0700.
+	// All 0700: a jailed VMM reaches its run directory's parts through
+	// its own root (vmm/jail.go), never by these paths. (A state
+	// directory from before the jail had dir and run/ at 0711.)
 	for _, d := range []string{dir, filepath.Join(dir, recordsName), filepath.Join(dir, runName)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, Errorf(syscall.EIO, "open: %v", err)
 		}
 	}
 	for _, d := range []string{dir, filepath.Join(dir, runName)} {
-		if err := os.Chmod(d, 0o711); err != nil {
+		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, Errorf(syscall.EIO, "open: %v", err)
 		}
 	}
@@ -128,6 +132,28 @@ func (st *store) recordsDir() string { return filepath.Join(st.dir, recordsName)
 
 // runDir returns the runtime directory of sandbox id.
 func (st *store) runDir(id string) string { return filepath.Join(st.dir, runName, id) }
+
+// runDirOwners returns the owners other than root of what run/<id> holds
+// (its first 10000 entries, symlinks not followed): the uid a sandbox
+// whose record is unreadable ran as.
+func (st *store) runDirOwners(id string) []int {
+	seen := map[int]bool{}
+	var out []int
+	n := 0
+	filepath.WalkDir(st.runDir(id), func(p string, d iofs.DirEntry, err error) error {
+		if n++; err != nil || n > 10000 {
+			return filepath.SkipAll
+		}
+		if fi, err := d.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && !seen[int(st.Uid)] {
+				seen[int(st.Uid)] = true
+				out = append(out, int(st.Uid))
+			}
+		}
+		return nil
+	})
+	return out
+}
 
 // load reads every record. Stale temp files are removed; unreadable or
 // invalid records are logged and skipped, and their ids returned in bad

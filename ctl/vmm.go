@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"sandfs/ctl/msg"
@@ -20,12 +21,24 @@ import (
 // (vmm.Launch). A sandbox boots KernelPath with its template's root file
 // system (<TemplatesDir>/<template>.ext4) as a copy-on-write virtio-blk disk
 // whose private layer lives in the sandbox's Dir, plus virtio-vsock (the
-// guest agent's 9P on port 564 via <Dir>/vsock.sock) and virtio-rng.
+// guest agent's 9P on port 564 via vsock/vsock.sock) and virtio-rng.
 //
-// Files in Spec.Dir: vmm.sock (control), vmm.sock.json (config),
-// vmm.log (the VMM's stderr), console (serial log), rootfs.cow(.map)
-// (disk changes), vsock.sock (hybrid vsock). As root, Spec.Dir is owned
-// by JailUID/JailGID (see prepareJailDir).
+// Spec.Dir (prepareRunDir), as root:
+//
+//	<Dir>/                 root 0700   what the daemon reads and writes
+//	  vmm.sock             control socket (bound by vmm.Launch)
+//	  vmm.sock.json        the VMM's config
+//	  vmm.log, console     the VMM's stderr and the serial console (opened
+//	                       by Launch, handed over as fds)
+//	  root/                root 0700   empty: the VMM builds its root on it,
+//	                       in its own mount namespace (vmm/jail.go)
+//	  vsock/               root 0711   vsock.sock, bound by the VMM before it
+//	                       drops to its uid; the daemon dials it here
+//	  work/                uid 0700    the only place the VMM writes:
+//	                       rootfs.cow(.map), snapshots
+//
+// A jailed VMM sees work/ and vsock/ (and the template, read-only) at
+// these paths and nothing else; root never opens a path inside work/.
 type VMMRuntime struct {
 	KernelPath   string
 	TemplatesDir string
@@ -34,16 +47,17 @@ type VMMRuntime struct {
 	Binary string
 	// Cmdline is added to every guest's kernel command line.
 	Cmdline string
-	// Jail confines each VMM; Cgroup is filled per sandbox as
-	// "sandfs/<id>-<hash of the run dir>" when CgroupParent is set. NewVMMRuntime turns on
-	// namespaces, seccomp and the drop to JailUID/JailGID when running
-	// as root, and the cgroup when the host also has usable controllers
-	// (cgroup.Detect: v2, or v1 as on hybrid hosts). With Jail.UID set,
-	// Start hands Spec.Dir to that uid/gid (the VMM rewrites the disk's
-	// map file there by rename) and requires every ancestor of Spec.Dir
-	// to be searchable by it; the template image stays root's and is
-	// only read.
+	// Jailed: each VMM runs in its jail (Jail.Root on <Dir>/root, its
+	// own namespaces, seccomp) as its sandbox's uid and gid (Spec.UID,
+	// from UIDs). NewVMMRuntime sets it when running as root, with
+	// Jail's namespaces and seccomp, UIDs (DefaultVMMIDs, or UseIDs),
+	// and the cgroup when the host also has usable controllers
+	// (cgroup.Detect: v2, or v1 as on hybrid hosts); Cgroup is filled
+	// per sandbox as "sandfs/<id>-<hash of the run dir>" when
+	// CgroupParent is set.
+	Jailed       bool
 	Jail         vmm.JailConfig
+	UIDs         IDRange
 	CgroupParent string
 }
 
@@ -63,10 +77,11 @@ func newVMMRuntime(kernelPath, templatesDir string, log *slog.Logger, root bool,
 	r := &VMMRuntime{KernelPath: kernelPath, TemplatesDir: templatesDir, Log: log}
 	const noLimits = "vmm runtime: VMMs run without memory, CPU and PID limits (status shows limits=none)"
 	if !root {
-		log.Warn(noLimits, "why", "not root: no cgroups, namespaces, seccomp or uid drop")
+		log.Warn(noLimits, "why", "not root: no cgroups, jail, namespaces, seccomp or uid drop")
 		return r
 	}
-	r.Jail = vmm.JailConfig{Namespaces: true, Seccomp: true, UID: JailUID, GID: JailGID}
+	r.Jailed, r.UIDs = true, DefaultVMMIDs
+	r.Jail = vmm.JailConfig{Namespaces: true, Seccomp: true}
 	switch l, err := detect(); {
 	case err != nil:
 		log.Warn(noLimits, "why", err)
@@ -79,14 +94,39 @@ func newVMMRuntime(kernelPath, templatesDir string, log *slog.Logger, root bool,
 	return r
 }
 
-// JailUID and JailGID are the unprivileged ids NewVMMRuntime's VMMs run
-// as after setup (nobody/nogroup).
-const (
-	JailUID = 65534
-	JailGID = 65534
-)
+// UseIDs makes ids the range of the VMMs' uids. A jailing runtime refuses
+// a range that holds any id of the host's users or groups, or of their
+// subordinate ids (/etc/passwd, group, subuid, subgid).
+func (r *VMMRuntime) UseIDs(ids IDRange) error {
+	return r.useIDs(ids, hostIDFiles)
+}
 
-var _ Runtime = (*VMMRuntime)(nil)
+func (r *VMMRuntime) useIDs(ids IDRange, files []string) error {
+	if r.Jailed {
+		if ids.Count == 0 {
+			return fmt.Errorf("vmm uids: a jailed VMM needs a uid range")
+		}
+		if o := ids.overlaps(files); len(o) > 0 {
+			return fmt.Errorf("vmm uids %s hold host ids (pick another range with --vmm-uids): %s", ids, strings.Join(o, "; "))
+		}
+		r.Log.Info("vmm runtime: each sandbox's VMM runs as a uid of its own", "range", ids.String())
+	}
+	r.UIDs = ids
+	return nil
+}
+
+// IDs implements IDRanger: UIDs when the VMMs are jailed, none otherwise.
+func (r *VMMRuntime) IDs() IDRange {
+	if !r.Jailed {
+		return IDRange{}
+	}
+	return r.UIDs
+}
+
+var (
+	_ Runtime  = (*VMMRuntime)(nil)
+	_ IDRanger = (*VMMRuntime)(nil)
+)
 
 // Start implements Runtime.Start.
 func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
@@ -95,15 +135,17 @@ func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 
 // StartFrom is Start from a snapshot directory written by
 // vmm.Process.Save (state.json + mem) of a machine with the same
-// configuration; "" boots. The sandbox's disk layer (rootfs.cow in s.Dir)
-// must be the one that matches the snapshot: copying it is the caller's.
+// configuration; "" boots. The sandbox's disk layer (work/rootfs.cow in
+// s.Dir) must be the one that matches the snapshot: copying it is the
+// caller's. A jailed VMM saves snapshots in WorkDir only; a snapshot
+// elsewhere is shown to it read-only.
 func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Machine, error) {
 	cfg, err := r.config(s)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Restore = snapshot
-	if err := prepareJailDir(s.Dir, cfg.Jail); err != nil {
+	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
 		return nil, err
 	}
 	p, err := vmm.Launch(ctx, cfg)
@@ -137,6 +179,13 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 		cpus = 1
 	}
 	jail := r.Jail
+	if r.Jailed {
+		if !r.UIDs.Contains(s.UID) {
+			return vmm.Config{}, Errorf(syscall.EINVAL, "new: sandbox %s has no uid of the range %s", msg.Cite(s.ID), r.UIDs)
+		}
+		jail.UID, jail.GID = s.UID, s.UID
+		jail.Root, jail.Work = filepath.Join(s.Dir, "root"), filepath.Join(s.Dir, "work")
+	}
 	if r.CgroupParent != "" {
 		// Sandbox ids are unique within one state directory only: two
 		// daemons (or a test's) may both have a "t", and a VMM being
@@ -147,8 +196,8 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 	return vmm.Config{
 		ID: s.ID, Kernel: r.KernelPath, MemBytes: mem, CPUs: cpus,
 		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + s.ID + " " + r.Cmdline,
-		Disks:   []vmm.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "rootfs.cow"), ID: "rootfs"}},
-		Vsock:   &vmm.VsockConfig{CID: 3, UDS: filepath.Join(s.Dir, "vsock.sock")},
+		Disks:   []vmm.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "work", "rootfs.cow"), ID: "rootfs"}},
+		Vsock:   &vmm.VsockConfig{CID: 3, UDS: filepath.Join(s.Dir, "vsock", "vsock.sock")},
 		RNG:     true,
 		Binary:  r.Binary,
 		Socket:  filepath.Join(s.Dir, "vmm.sock"),
@@ -158,43 +207,51 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 	}, nil
 }
 
-// prepareJailDir makes dir usable by a VMM that drops to jail.UID/GID:
-// dir is handed to that uid/gid (mode 0700), so that the VMM, after the
-// drop, can write rootfs.cow.map by temp file + rename and snapshots
-// into it; every ancestor must let the uid search it (the VMM resolves
-// those paths after the drop). Files the VMM opens before the drop (the
-// overlay, vsock.sock) and those Launch opens for it (console, vmm.log,
-// the control socket) need nothing. No-op without a uid drop.
-func prepareJailDir(dir string, jail vmm.JailConfig) error {
-	if jail.UID == 0 && jail.GID == 0 {
-		return nil
-	}
+// WorkDir is where a sandbox's VMM writes (its disk layer, and the
+// snapshots vmm.Process.Save writes): <Dir>/work.
+func WorkDir(s Spec) string { return filepath.Join(s.Dir, "work") }
+
+// prepareRunDir lays out dir as VMMRuntime's doc shows, for a VMM that
+// runs as uid (0: not jailed, nothing is handed over). dir and its parts
+// are checked with lstat and never followed: a part that is not a
+// directory (a symlink left by anyone) is an error, not something to
+// chown or write through. An existing work/ keeps its content (the disk
+// layer of a restart from a snapshot).
+func prepareRunDir(dir string, uid int) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return Errorf(syscall.EIO, "new: %v", err)
 	}
-	for a := filepath.Dir(dir); ; a = filepath.Dir(a) {
-		fi, err := os.Stat(a)
+	parts := []struct {
+		name string
+		mode os.FileMode
+		uid  int
+	}{{".", 0o700, 0}, {"root", 0o700, 0}, {"vsock", 0o711, 0}, {"work", 0o700, uid}}
+	for _, p := range parts {
+		path := filepath.Join(dir, p.name)
+		fi, err := os.Lstat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			err = os.Mkdir(path, p.mode)
+			if err == nil {
+				fi, err = os.Lstat(path)
+			}
+		}
 		if err != nil {
-			return Errorf(syscall.EIO, "new: %v", err)
+			return Errorf(syscall.EIO, "new: run directory: %v", err)
 		}
-		st, _ := fi.Sys().(*syscall.Stat_t)
-		mode := fi.Mode().Perm()
-		ok := mode&0o001 != 0 ||
-			st != nil && int(st.Uid) == jail.UID && mode&0o100 != 0 ||
-			st != nil && int(st.Gid) == jail.GID && mode&0o010 != 0
-		if !ok {
-			return Errorf(syscall.EACCES, "new: directory %s (mode %o) not searchable by the VMM's uid %d: run directory %s unreachable after the privilege drop", msg.Cite(a), mode, jail.UID, msg.Cite(dir))
+		if !fi.IsDir() {
+			return Errorf(syscall.EIO, "new: run directory: %s is a %s, not a directory", msg.Cite(path), fi.Mode().Type())
 		}
-		if a == filepath.Dir(a) {
-			break
+		if uid != 0 {
+			// The parent is root's (checked first): nobody can swap
+			// path between the lstat and these calls.
+			if err := os.Lchown(path, p.uid, p.uid); err != nil {
+				return Errorf(syscall.EIO, "new: run directory: %v", err)
+			}
 		}
-	}
-	if err := os.Chown(dir, jail.UID, jail.GID); err != nil {
-		return Errorf(syscall.EIO, "new: hand run directory to the VMM's uid: %v", err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return Errorf(syscall.EIO, "new: %v", err)
+		if err := os.Chmod(path, p.mode); err != nil {
+			return Errorf(syscall.EIO, "new: run directory: %v", err)
+		}
 	}
 	return nil
 }

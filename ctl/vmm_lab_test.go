@@ -38,17 +38,17 @@ func TestVMMRuntime(t *testing.T) {
 	r := NewVMMRuntime(kernel, templates, nil)
 	r.Binary = bin
 	dir := t.TempDir()
-	// t.TempDir's parent is 0700: the jailed VMM must be able to search it.
-	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-		t.Fatal(err)
+	uid := 0
+	if r.Jailed {
+		uid = DefaultVMMIDs.First + 4245
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := r.Start(ctx, Spec{ID: "nosuch", Config: Config{Template: "nosuch"}, Dir: dir}); Errno(err) != 2 {
+	if _, err := r.Start(ctx, Spec{ID: "nosuch", Config: Config{Template: "nosuch"}, Dir: dir, UID: uid}); Errno(err) != 2 {
 		t.Errorf("Start(template nosuch) = %v; want ENOENT", err)
 	}
 	start := time.Now()
-	m, err := r.Start(ctx, Spec{ID: "t1", Config: Config{Template: "base", MemBytes: 256 << 20, CPUs: 1}, Dir: dir})
+	m, err := r.Start(ctx, Spec{ID: "t1", Config: Config{Template: "base", MemBytes: 256 << 20, CPUs: 1}, Dir: dir, UID: uid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestVMMRuntime(t *testing.T) {
 	// The agent serves 9P on vsock 564: the hybrid vsock answers CONNECT.
 	var reply string
 	for time.Since(start) < 2*time.Minute {
-		c, err := net.Dial("unix", filepath.Join(dir, "vsock.sock"))
+		c, err := net.Dial("unix", filepath.Join(dir, "vsock", "vsock.sock"))
 		if err == nil {
 			c.SetDeadline(time.Now().Add(10 * time.Second))
 			c.Write([]byte("CONNECT 564\n"))
@@ -75,7 +75,7 @@ func TestVMMRuntime(t *testing.T) {
 		t.Fatalf("guest agent not reachable over vsock (last reply %q); console:\n%s", reply, tailText(string(con), 3000))
 	}
 	t.Logf("guest agent answered after %v", time.Since(start))
-	checkJailed(t, r, m, dir)
+	checkJailed(t, r, m, dir, uid)
 	if err := m.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestVMMRuntime(t *testing.T) {
 	if err := m.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	snap := filepath.Join(dir, "snap")
+	snap := filepath.Join(WorkDir(Spec{Dir: dir}), "snap")
 	start = time.Now()
 	if err := VMMProcess(m).Save(ctx, snap); err != nil {
 		t.Fatal(err)
@@ -99,14 +99,14 @@ func TestVMMRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The map was first written as root at open; the jailed VMM rewrote it
-	// (by rename in dir) at the guest's flushes and on stop.
-	if fi, err := os.Stat(filepath.Join(dir, "rootfs.cow.map")); err != nil {
+	// (by rename in work/) at the guest's flushes and on stop.
+	if fi, err := os.Stat(filepath.Join(dir, "work", "rootfs.cow.map")); err != nil {
 		t.Error(err)
-	} else if uid := fi.Sys().(*syscall.Stat_t).Uid; os.Geteuid() == 0 && uid != JailUID {
-		t.Errorf("rootfs.cow.map owned by uid %d after stop; want %d (not rewritten after the privilege drop?)", uid, JailUID)
+	} else if owner := fi.Sys().(*syscall.Stat_t).Uid; r.Jailed && int(owner) != uid {
+		t.Errorf("rootfs.cow.map owned by uid %d after stop; want %d (not rewritten after the privilege drop?)", owner, uid)
 	}
 	start = time.Now()
-	m2, err := r.StartFrom(ctx, Spec{ID: "t1", Config: Config{Template: "base", MemBytes: 256 << 20, CPUs: 1}, Dir: dir}, snap)
+	m2, err := r.StartFrom(ctx, Spec{ID: "t1", Config: Config{Template: "base", MemBytes: 256 << 20, CPUs: 1}, Dir: dir, UID: uid}, snap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestVMMRuntime(t *testing.T) {
 	t.Logf("restore: StartFrom returned after %v", time.Since(start))
 	reply = ""
 	for time.Since(start) < time.Minute {
-		c, err := net.Dial("unix", filepath.Join(dir, "vsock.sock"))
+		c, err := net.Dial("unix", filepath.Join(dir, "vsock", "vsock.sock"))
 		if err == nil {
 			c.SetDeadline(time.Now().Add(10 * time.Second))
 			c.Write([]byte("CONNECT 564\n"))
@@ -132,7 +132,7 @@ func TestVMMRuntime(t *testing.T) {
 		t.Fatalf("restored agent not reachable (last reply %q); console:\n%s\nvmm.log:\n%s", reply, tailText(string(con), 2000), tailText(string(log), 2000))
 	}
 	t.Logf("restored guest agent answered after %v", time.Since(start))
-	checkJailed(t, r, m2, dir)
+	checkJailed(t, r, m2, dir, uid)
 	m = m2
 	if err := m.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -147,25 +147,27 @@ func TestVMMRuntime(t *testing.T) {
 	}
 }
 
-// checkJailed: as root, the runtime's VMM runs as JailUID/JailGID, owns
-// the run directory, and the template image is still root's and unchanged
-// in mode.
-func checkJailed(t *testing.T, r *VMMRuntime, m Machine, dir string) {
+// checkJailed: as root, the runtime's VMM runs as the sandbox's uid and
+// gid with seccomp, in its jail (its / shows only the first components of
+// the paths it needs), the run directory is root's and work/ the uid's,
+// and the template image is still root's.
+func checkJailed(t *testing.T, r *VMMRuntime, m Machine, dir string, uid int) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Log("not root: no privilege drop to check")
 		return
 	}
-	if r.Jail.UID != JailUID || r.Jail.GID != JailGID {
-		t.Fatalf("NewVMMRuntime as root: Jail uid/gid = %d/%d; want %d/%d", r.Jail.UID, r.Jail.GID, JailUID, JailGID)
+	if !r.Jailed || !r.UIDs.Contains(uid) {
+		t.Fatalf("NewVMMRuntime as root: Jailed %v, UIDs %v; want jailed, uids holding %d", r.Jailed, r.UIDs, uid)
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.(Pider).Pid()))
+	pid := m.(Pider).Pid()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"Uid":     fmt.Sprintf("%d\t%d\t%d\t%d", JailUID, JailUID, JailUID, JailUID),
-		"Gid":     fmt.Sprintf("%d\t%d\t%d\t%d", JailGID, JailGID, JailGID, JailGID),
+		"Uid":     fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid),
+		"Gid":     fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid),
 		"Seccomp": "2",
 	}
 	for _, line := range strings.Split(string(status), "\n") {
@@ -180,7 +182,21 @@ func checkJailed(t *testing.T, r *VMMRuntime, m Machine, dir string) {
 	if len(want) != 0 {
 		t.Errorf("VMM /proc/pid/status lacks %v:\n%s", want, status)
 	}
-	t.Logf("VMM pid %d runs as uid %d gid %d", m.(Pider).Pid(), JailUID, JailGID)
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/root", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := map[string]bool{"dev": true}
+	for _, p := range []string{dir, r.TemplatesDir} {
+		abs, _ := filepath.Abs(p)
+		top[strings.Split(abs, "/")[1]] = true
+	}
+	for _, e := range ents {
+		if !top[e.Name()] {
+			t.Errorf("the VMM's / shows %q; want only %v", e.Name(), top)
+		}
+	}
+	t.Logf("VMM pid %d runs as uid %d gid %d in its jail", pid, uid, uid)
 	// Limits: the host's cgroup layout, as status shows it.
 	l, err := cgroup.Detect()
 	if err != nil {
@@ -189,13 +205,14 @@ func checkJailed(t *testing.T, r *VMMRuntime, m Machine, dir string) {
 	if got := m.(Limiter).Limits(); got != string(l.Mode) {
 		t.Errorf("Limits() = %s; want %s (%s)", got, l.Mode, l)
 	}
-	for p, uid := range map[string]int{dir: JailUID, filepath.Join(r.TemplatesDir, "base.ext4"): 0} {
-		fi, err := os.Stat(p)
+	for p, owner := range map[string]int{dir: 0, filepath.Join(dir, "vsock"): 0, filepath.Join(dir, "work"): uid,
+		filepath.Join(dir, "console"): 0, filepath.Join(r.TemplatesDir, "base.ext4"): 0} {
+		fi, err := os.Lstat(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != uid {
-			t.Errorf("%s owned by uid %d; want %d", p, st.Uid, uid)
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != owner {
+			t.Errorf("%s owned by uid %d; want %d", p, st.Uid, owner)
 		}
 	}
 }

@@ -40,8 +40,8 @@ func TestNewVMMRuntimeLimits(t *testing.T) {
 			if r.CgroupParent != tc.parent {
 				t.Errorf("CgroupParent = %q; want %q", r.CgroupParent, tc.parent)
 			}
-			if r.Jail.Namespaces != tc.root || r.Jail.Seccomp != tc.root {
-				t.Errorf("Jail = %+v; want namespaces and seccomp iff root", r.Jail)
+			if r.Jail.Namespaces != tc.root || r.Jail.Seccomp != tc.root || r.Jailed != tc.root || (r.IDs() == DefaultVMMIDs) != tc.root {
+				t.Errorf("Jail = %+v, Jailed %v, IDs %v; want namespaces, seccomp, the jail and uids from DefaultVMMIDs iff root", r.Jail, r.Jailed, r.IDs())
 			}
 			out := buf.String()
 			if !strings.Contains(out, tc.log) {

@@ -62,6 +62,8 @@ func runServe(args []string) int {
 	kernel := fl.String("kernel", envOr("SANDFS_KERNEL", besideBinary("build/vmlinuz")), "guest kernel for the VMM runtime (default: $SANDFS_KERNEL, else build/vmlinuz of the checkout holding this binary)")
 	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", besideBinary("build/templates")), "template directory for the VMM runtime (default: $SANDFS_TEMPLATES, else build/templates beside build/vmlinuz)")
 	debug := fl.Bool("debug", false, "log at debug level")
+	vmmUIDs := ctl.DefaultVMMIDs
+	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -82,7 +84,7 @@ func runServe(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(log, serveConfig{
 		state: *state, listens: listens, mount: *mnt, mountOptional: !mountGiven, tokenFile: *tokenFile,
-		kernel: *kernel, templates: *templates,
+		kernel: *kernel, templates: *templates, vmmUIDs: vmmUIDs,
 	}); err != nil {
 		log.Error("serve: " + err.Error())
 		return 1
@@ -98,6 +100,7 @@ type serveConfig struct {
 	tokenFile     string
 	kernel        string
 	templates     string
+	vmmUIDs       ctl.IDRange
 }
 
 // serve runs the daemon until SIGINT or SIGTERM.
@@ -120,7 +123,11 @@ func serve(log *slog.Logger, c serveConfig) error {
 	} else if err != nil {
 		noRuntime = "no guest kernel: " + err.Error()
 	} else {
-		rt = ctl.NewVMMRuntime(c.kernel, c.templates, log)
+		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
+		if err := vr.UseIDs(c.vmmUIDs); err != nil {
+			return err
+		}
+		rt = vr
 		log.Info("serve: VMM runtime", "kernel", c.kernel, "templates", c.templates)
 	}
 	if noRuntime != "" {
