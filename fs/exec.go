@@ -15,6 +15,7 @@ import (
 	"github.com/hugelgupf/p9/p9"
 
 	"sandfs/ctl"
+	"sandfs/ctl/msg"
 )
 
 // execFile serves /sandboxes/<id>/exec, a command runner for plain shell.
@@ -113,9 +114,9 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 		return "", g.failed("exec: open procs/clone", err, "")
 	}
 	defer g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close)
-	for _, msg := range []string{"stdin off", "exec " + quoteGuest(execScript(cmd))} {
+	for _, m := range []string{"stdin off", "exec " + msg.Quote(execScript(cmd))} {
 		err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
-			_, err := WriteP9(f, []byte(msg), 0)
+			_, err := WriteP9(f, []byte(m), 0)
 			return err
 		})
 		if err != nil {

@@ -403,15 +403,6 @@ func (g *guestLink) mapErr(s *guestSession, what string, err error) error {
 	return e
 }
 
-// quoteGuest quotes one argument for the agent's ctl grammar: single
-// quotes, a quote inside doubled (guest.Quote).
-func quoteGuest(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n\r'") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
-
 // guestErrText returns the agent's err text of slot n ("" if none or
 // unreadable), used to explain a failed ctl write.
 func (g *guestLink) guestErrText(ctx context.Context, s *guestSession, n string) string {
