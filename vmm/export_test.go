@@ -1,0 +1,24 @@
+package vmm
+
+import (
+	"net"
+	"testing"
+)
+
+// For the external test package (jail_lab_test.go), which drives VMMs
+// through ctl's runtime.
+
+// AttackID is the sandbox id that makes this test binary, run as a VMM,
+// attack once confined (attack_test.go).
+const AttackID = attackID
+
+// SnapshotTree records what is under dir (snapshotTree).
+func SnapshotTree(t *testing.T, dir string) map[string]string { return snapshotTree(t, dir) }
+
+// CheckAttacks asserts that the attacker whose config is cfg and whose
+// stderr is out was refused everything and disturbed nothing under base
+// (checkAttacks).
+func CheckAttacks(t *testing.T, out string, cfg *Config, lns []net.Listener, before map[string]string, base string) {
+	t.Helper()
+	checkAttacks(t, out, cfg, lns, before, base, true)
+}

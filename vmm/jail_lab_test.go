@@ -1,0 +1,153 @@
+package vmm_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sandfs/ctl"
+	"sandfs/test/testenv"
+	"sandfs/vmm"
+)
+
+// TestJailedVMMAttacks plays a compromised VMM in the daemon's own setup:
+// ctl's VMM runtime, as the daemon runs it as root, starts a victim
+// sandbox and an attacker whose VMM is this test binary (TestMain), which
+// once confined attacks (attack_test.go): it reads host files, renames,
+// opens and replaces the victim's disk, map, console, log and agent
+// socket, listens beside that socket, replaces the files of its own run
+// directory that root writes, makes sockets of every family but unix,
+// dials the host's TCP, unix and abstract sockets, forks, makes a user
+// namespace and issues a non-KVM ioctl. Each is refused; the victim's run
+// directory is unchanged, its agent still answers, no host socket saw a
+// connection, and nothing was created in the host's /tmp, /dev/shm or
+// /var/tmp. Before the jail and per-sandbox uids (all VMMs uid 65534, run
+// directories theirs, no pivot_root, any socket family) the renames, the
+// host reads, the sockets and the replacement of its own console all
+// succeeded.
+func TestJailedVMMAttacks(t *testing.T) {
+	testenv.NeedGuests(t)
+	testenv.NeedRoot(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(k, rel string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return filepath.Join(root, rel)
+	}
+	kernel, templates := env("SANDFS_KERNEL", "build/vmlinuz"), env("SANDFS_TEMPLATES", "build/templates")
+	testenv.NeedFile(t, filepath.Join(templates, "base.ext4"), "make template")
+	testenv.NeedFile(t, kernel, "make kernel")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ctl.NewVMMRuntime(kernel, templates, nil)
+	r.Binary = exe
+	if !r.Jailed {
+		t.Fatal("NewVMMRuntime as root does not jail its VMMs")
+	}
+	run := filepath.Join(t.TempDir(), "run")
+	spec := func(id string, n int) ctl.Spec {
+		s := ctl.Spec{ID: id, Config: ctl.Config{Template: "base", MemBytes: 256 << 20, CPUs: 1},
+			Dir: filepath.Join(run, id), UID: r.UIDs.First + 4246 + n}
+		if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var lns []net.Listener
+	for _, a := range []string{filepath.Join(run, "host.sock"), "@" + run + "/abstract"} {
+		if err := os.MkdirAll(run, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("unix", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		lns = append(lns, ln)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// The victim, up to its agent, then paused so that its files hold still.
+	vs := spec("victim", 0)
+	victim, err := r.Start(ctx, vs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Stop(context.Background())
+	agent := func() string {
+		var reply string
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			c, err := net.Dial("unix", filepath.Join(vs.Dir, "vsock", "vsock.sock"))
+			if err != nil {
+				continue
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.Write([]byte("CONNECT 564\n"))
+			reply, _ = bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(reply, "OK ") {
+				break
+			}
+		}
+		return reply
+	}
+	if reply := agent(); !strings.HasPrefix(reply, "OK ") {
+		t.Fatalf("the victim's agent does not answer: %q", reply)
+	}
+	if err := victim.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := vmm.SnapshotTree(t, vs.Dir)
+
+	as := spec(vmm.AttackID, 1)
+	attacker, err := r.Start(ctx, as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attacker.Stop(context.Background())
+	logPath := filepath.Join(as.Dir, "vmm.log")
+	var out string
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(out, "attack done"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the attacker did not finish; vmm.log:\n%s", out)
+		}
+		b, _ := os.ReadFile(logPath)
+		out = string(b)
+	}
+	var cfg vmm.Config
+	b, err := os.ReadFile(filepath.Join(as.Dir, "vmm.sock.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &cfg)
+	}
+	if err != nil {
+		t.Fatalf("the attacker's config: %v", err)
+	}
+	vmm.CheckAttacks(t, out, &cfg, lns, before, vs.Dir)
+	for _, f := range []string{"console", "vmm.log", "vmm.sock", "vmm.sock.json", "vsock/vsock.sock"} {
+		if _, err := os.Lstat(filepath.Join(as.Dir, f)); err != nil {
+			t.Errorf("the attacker's own %s: %v", f, err)
+		}
+	}
+	if err := victim.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reply := agent(); !strings.HasPrefix(reply, "OK ") {
+		t.Errorf("the victim's agent no longer answers: %q", reply)
+	}
+	if err := attacker.Err(); err != nil {
+		t.Errorf("the attacker's VMM died: %v", err)
+	}
+}
