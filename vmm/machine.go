@@ -8,7 +8,9 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"syscall"
 
+	"sandfs/ctl/msg"
 	"sandfs/vmm/boot"
 	"sandfs/vmm/bus"
 	"sandfs/vmm/i8042"
@@ -55,8 +57,9 @@ const (
 // ErrEnded is returned by control calls on a machine that has ended.
 var ErrEnded = errors.New("machine has ended")
 
-// ErrNotPaused is returned by Save on a running machine.
-var ErrNotPaused = errors.New("machine is not paused")
+// ErrNotPaused is returned by Save on a running machine: EBUSY to the
+// daemon through the control socket.
+var ErrNotPaused error = msg.Errorf(syscall.EBUSY, "machine is not paused")
 
 // VirtioSlot is one virtio-mmio window and its interrupt line.
 type VirtioSlot struct {
@@ -414,7 +417,7 @@ func (m *Machine) Pause() error {
 		return fmt.Errorf("pause: %w", ErrEnded)
 	}
 	if !m.started {
-		return fmt.Errorf("pause: not started")
+		return msg.Errorf(syscall.EBUSY, "pause: not started")
 	}
 	if m.paused {
 		return nil

@@ -27,9 +27,9 @@ func TestControlGrammar(t *testing.T) {
 		{"save 'x", `err EINVAL ctl: unterminated quote "save 'x"`},
 		{"status", "ok running cpus=0 mem=134217728 pid="},
 		{"  status\t", "ok running cpus=0 mem=134217728 pid="},
-		{"pause", "err EIO pause: not started"},
+		{"pause", "err EBUSY pause: not started"},
 		{"resume", "ok"}, // not paused: no-op
-		{"save /tmp/x", "err EIO save: machine is not paused"},
+		{"save /tmp/x", "err EBUSY save: machine is not paused"},
 		{"x-syscall 39", `err EINVAL ctl: unknown verb "x-syscall"`}, // test hooks off
 	} {
 		got, _ := s.handle(tc.in)
@@ -64,8 +64,8 @@ func TestControlErrno(t *testing.T) {
 	}{
 		{"bogus", syscall.EINVAL, `ctl: unknown verb "bogus"`},
 		{"status now", syscall.EINVAL, `status: too many arguments "status now" (usage: status)`},
-		{"pause", syscall.EIO, "pause: not started"},
-		{"save /nonexistent/x", syscall.EIO, "save: machine is not paused"},
+		{"pause", syscall.EBUSY, "pause: not started"},
+		{"save /nonexistent/x", syscall.EBUSY, "save: machine is not paused"},
 	} {
 		_, err := p.Request(ctx, tc.line)
 		var e *msg.Error
