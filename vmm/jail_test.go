@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -128,8 +129,8 @@ func jailLayout(t *testing.T, base string) (Config, []net.Listener) {
 	}, lns
 }
 
-// snapshotTree records path → content (or "<dir>", "<socket>") of every
-// file under dir, with its owner, to show that nothing changed.
+// snapshotTree records path → mode, size and hash of the content, owner
+// and inode of everything under dir, to show that nothing changed.
 func snapshotTree(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
@@ -141,7 +142,7 @@ func snapshotTree(t *testing.T, dir string) map[string]string {
 		v := fi.Mode().String()
 		if fi.Mode().IsRegular() {
 			b, _ := os.ReadFile(p)
-			v += " " + string(b)
+			v += fmt.Sprintf(" %d bytes sha256 %x", len(b), sha256.Sum256(b))
 		}
 		m[p] = fmt.Sprintf("%s uid=%d ino=%d", v, st.Uid, st.Ino)
 		return nil
