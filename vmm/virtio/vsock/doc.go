@@ -1,0 +1,29 @@
+// Package vsock is virtio-vsock (virtio 1.x §5.10) with the host side as
+// unix sockets, Firecracker's "hybrid vsock":
+//
+//   - guest → host: when the guest connects to host port P (CID 2), the
+//     VMM dials the unix socket "<uds>_<P>" and answers RESPONSE, or RST
+//     if nothing listens there.
+//   - host → guest: the VMM listens on "<uds>"; a client connects and
+//     writes "CONNECT <port>\n"; the VMM sends REQUEST to the guest and,
+//     once the guest answers RESPONSE, writes "OK <hostport>\n" (the local
+//     port it picked) and from then on the unix stream is the connection.
+//     If the guest answers RST, the client is disconnected.
+//
+// Flow control is the spec's credit scheme, both ways: the VMM advertises
+// bufAlloc bytes per connection and its fwd_cnt (bytes written to the
+// unix socket), and sends guest data only within the guest's advertised
+// buf_alloc - (tx_cnt - fwd_cnt).
+//
+// Goroutines: tx (guest packets), rx (packets to the guest: control first,
+// then connection data round-robin), event (TRANSPORT_RESET after a
+// restore), the listener's accept loop, and per connection a reader (unix
+// → rx buffer) and a writer (guest data → unix). Lock order:
+// Transport.work → Device.mu; no I/O on a unix socket is done under mu.
+//
+// Files: vsock.go is the device (its queues, New, Reset, Close); tx.go
+// the packets from the guest, rx.go the packets to it (control first,
+// then data) and the TRANSPORT_RESET event; conn.go a connection, its
+// state and its credit; host.go the unix-socket side (the listener, the
+// dial to "<uds>_<port>", and each connection's reader and writer).
+package vsock
