@@ -9,80 +9,30 @@ import (
 
 // handleTx handles one packet from the guest's transmit queue.
 func (d *Device) handleTx(ch *virtio.Chain) uint32 {
-	var hb [hdrLen]byte
-	if n, _ := io.ReadFull(ch, hb[:]); n != hdrLen {
+	h, payload, ok := d.readTxPacket(ch)
+	if !ok {
 		return 0
-	}
-	var h hdr
-	h.decode(hb[:])
-	if h.SrcCID != d.cid || h.DstCID != HostCID {
-		return 0 // not from our guest or not to the host: drop
-	}
-	k := key{local: h.DstPort, peer: h.SrcPort}
-	if h.Type != typeStream || h.Len > maxPayload {
-		d.queueRST(k)
-		return 0
-	}
-	var payload []byte
-	if h.Op == opRW && h.Len > 0 {
-		payload = make([]byte, h.Len)
-		if n, _ := io.ReadFull(ch, payload); n != int(h.Len) {
-			d.queueRST(k)
-			return 0
-		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	k := key{local: h.DstPort, peer: h.SrcPort}
 	c := d.conns[k]
 	if c != nil {
 		d.updateCreditLocked(c, &h)
 	}
 	switch h.Op {
 	case opRequest:
-		if c != nil || len(d.conns) >= maxConns {
-			d.queueRSTLocked(k)
-			return 0
-		}
-		c = d.newConnLocked(k, nil, stDialing)
-		d.updateCreditLocked(c, &h)
-		go d.dial(c)
+		d.guestRequestLocked(k, c, &h)
 	case opResponse:
-		if c == nil || c.state != stConnecting {
-			d.queueRSTLocked(k)
-			return 0
-		}
-		c.state = stEstablished
-		go d.confirm(c)
+		d.guestResponseLocked(k, c)
 	case opRST:
 		if c != nil {
 			d.dropLocked(c, false)
 		}
 	case opShutdown:
-		if c == nil {
-			d.queueRSTLocked(k)
-			return 0
-		}
-		if h.Flags&shutSend != 0 {
-			c.guestNoSend = true
-		}
-		if h.Flags&shutRcv != 0 {
-			c.guestNoRecv = true
-			c.rx = nil
-		}
-		c.cond.Broadcast()
-		d.maybeFinishLocked(c)
+		d.guestShutdownLocked(k, c, h.Flags)
 	case opRW:
-		if c == nil || c.state != stEstablished || c.guestNoSend {
-			d.queueRSTLocked(k)
-			return 0
-		}
-		if len(c.out)+c.pendingWrite+len(payload) > bufAlloc {
-			slog.Warn("vsock: guest overran its credit", "port", k.local, "peer", k.peer)
-			d.dropLocked(c, true)
-			return 0
-		}
-		c.out = append(c.out, payload...)
-		c.cond.Broadcast()
+		d.guestDataLocked(k, c, payload)
 	case opCreditUpdate:
 		// updateCreditLocked did the work.
 	case opCreditRequest:
@@ -97,4 +47,86 @@ func (d *Device) handleTx(ch *virtio.Chain) uint32 {
 		}
 	}
 	return 0
+}
+
+// readTxPacket reads a packet's header and, for RW, its payload. A packet
+// not from our guest to the host is dropped; one of the wrong type, too
+// long or cut short is answered with RST; either way ok is false.
+func (d *Device) readTxPacket(ch *virtio.Chain) (h hdr, payload []byte, ok bool) {
+	var hb [hdrLen]byte
+	if n, _ := io.ReadFull(ch, hb[:]); n != hdrLen {
+		return h, nil, false
+	}
+	h.decode(hb[:])
+	if h.SrcCID != d.cid || h.DstCID != HostCID {
+		return h, nil, false // not from our guest or not to the host: drop
+	}
+	k := key{local: h.DstPort, peer: h.SrcPort}
+	if h.Type != typeStream || h.Len > maxPayload {
+		d.queueRST(k)
+		return h, nil, false
+	}
+	if h.Op == opRW && h.Len > 0 {
+		payload = make([]byte, h.Len)
+		if n, _ := io.ReadFull(ch, payload); n != int(h.Len) {
+			d.queueRST(k)
+			return h, nil, false
+		}
+	}
+	return h, payload, true
+}
+
+// guestRequestLocked handles a guest's REQUEST (c is the connection k
+// already names, if any): a new connection is dialed to "<uds>_<port>".
+func (d *Device) guestRequestLocked(k key, c *conn, h *hdr) {
+	if c != nil || len(d.conns) >= maxConns {
+		d.queueRSTLocked(k)
+		return
+	}
+	c = d.newConnLocked(k, nil, stDialing)
+	d.updateCreditLocked(c, h)
+	go d.dial(c)
+}
+
+// guestResponseLocked handles a guest's RESPONSE to a host CONNECT.
+func (d *Device) guestResponseLocked(k key, c *conn) {
+	if c == nil || c.state != stConnecting {
+		d.queueRSTLocked(k)
+		return
+	}
+	c.state = stEstablished
+	go d.confirm(c)
+}
+
+// guestShutdownLocked handles a guest's SHUTDOWN with flags.
+func (d *Device) guestShutdownLocked(k key, c *conn, flags uint32) {
+	if c == nil {
+		d.queueRSTLocked(k)
+		return
+	}
+	if flags&shutSend != 0 {
+		c.guestNoSend = true
+	}
+	if flags&shutRcv != 0 {
+		c.guestNoRecv = true
+		c.rx = nil
+	}
+	c.cond.Broadcast()
+	d.maybeFinishLocked(c)
+}
+
+// guestDataLocked handles a guest's RW: payload waits in c.out for the
+// writer. A guest that sends beyond the credit it was given is reset.
+func (d *Device) guestDataLocked(k key, c *conn, payload []byte) {
+	if c == nil || c.state != stEstablished || c.guestNoSend {
+		d.queueRSTLocked(k)
+		return
+	}
+	if len(c.out)+c.pendingWrite+len(payload) > bufAlloc {
+		slog.Warn("vsock: guest overran its credit", "port", k.local, "peer", k.peer)
+		d.dropLocked(c, true)
+		return
+	}
+	c.out = append(c.out, payload...)
+	c.cond.Broadcast()
 }
