@@ -86,6 +86,16 @@ func (d *Device) nextRxLocked(room int) (h hdr, payload []byte, ok bool) {
 	if d.holdLocked() {
 		return h, nil, false
 	}
+	if d.nextCtrlLocked(&h) {
+		return h, nil, true
+	}
+	payload, ok = d.nextDataLocked(&h, room)
+	return h, payload, ok
+}
+
+// nextCtrlLocked fills h with the first queued control packet whose
+// connection is still there (an RST goes out regardless).
+func (d *Device) nextCtrlLocked(h *hdr) bool {
 	for len(d.ctrl) > 0 {
 		p := d.ctrl[0]
 		d.ctrl = d.ctrl[1:]
@@ -99,8 +109,16 @@ func (d *Device) nextRxLocked(room int) (h hdr, payload []byte, ok bool) {
 		} else if p.op != opRST {
 			continue // the connection went away meanwhile
 		}
-		return h, nil, true
+		return true
 	}
+	return false
+}
+
+// nextDataLocked fills h with the next connection's turn, round-robin:
+// host data within the guest's credit (at most room bytes), a
+// CREDIT_REQUEST when the credit is used up, or SHUTDOWN once the host
+// side has ended and all its data went out.
+func (d *Device) nextDataLocked(h *hdr, room int) (payload []byte, ok bool) {
 	for range len(d.order) {
 		c := d.order[0]
 		d.order = append(d.order[1:], c)
@@ -115,7 +133,7 @@ func (d *Device) nextRxLocked(room int) (h hdr, payload []byte, ok bool) {
 					c.creditRequest = true
 					h.Op = opCreditRequest
 					c.lastFwdSent = c.fwdCnt
-					return h, nil, true
+					return nil, true
 				}
 				continue
 			}
@@ -129,17 +147,17 @@ func (d *Device) nextRxLocked(room int) (h hdr, payload []byte, ok bool) {
 			h.Op, h.Len = opRW, uint32(n)
 			c.lastFwdSent = c.fwdCnt
 			c.cond.Broadcast() // the reader may be waiting for room
-			return h, payload, true
+			return payload, true
 		}
 		if c.hostEOF && !c.sentShutdown {
 			c.sentShutdown = true
 			h.Op, h.Flags = opShutdown, shutSend
 			c.lastFwdSent = c.fwdCnt
 			d.maybeFinishLocked(c)
-			return h, nil, true
+			return nil, true
 		}
 	}
-	return h, nil, false
+	return nil, false
 }
 
 // holdLocked reports whether packets to the guest must wait for a
