@@ -40,6 +40,19 @@
 // Mutable guest directories implement Creator, Mkdirer, Remover and
 // Truncater (mutate.go), which the adapters use; other nodes refuse.
 //
+// Access (chan.go): every node shows an owner, a group and a mode
+// (Attr; a node without an owner of its own is its directory's). The
+// root's files belong to the daemon's user and the creators' group
+// (Tree.SetGroup, sandfs serve --group), who alone may write /ctl and
+// open /clone; a sandbox's directory and everything under it, the
+// guest's files included, belong to the uid and gid that created it
+// (ctl.Sandbox.Owner). The adapters reach nodes only through Chan, whose
+// methods check the caller (ctl.CredOf of the request's context: the
+// FUSE caller, the 9P connection's peer or token) against those modes,
+// so both transports enforce one rule. kill and rm on /ctl name a
+// sandbox inside the message; ctl checks those (its owner or root).
+// In-process callers (Walk, Open) are the daemon and check nothing.
+//
 // Lock order: Tree.mu, textHandle.mu and cloneHandle.mu are leaves; ctl's
 // locks are taken only by calling into ctl, never while holding ours,
 // except textHandle.mu, held across Source.Text (which may call ctl).

@@ -7,6 +7,8 @@ import (
 	iofs "io/fs"
 	"syscall"
 	"time"
+
+	"sandfs/ctl"
 )
 
 // Node is one file or directory of the tree. Every node can say what it
@@ -25,6 +27,11 @@ type Attr struct {
 	// Mtime is the modification time; the zero value means "when the
 	// tree was built".
 	Mtime time.Time
+	// Owner is the uid and gid the node belongs to; nil: the owner of
+	// the directory it is in (Chan fills it in). The root belongs to the
+	// daemon's user and the creators' group; a sandbox's directory to
+	// the sandbox's owner, and so everything under it.
+	Owner *ctl.Owner
 }
 
 // Dir is a directory: a name space one level deep.

@@ -26,7 +26,8 @@ func (d *sandboxesDir) Lookup(ctx context.Context, name string) (Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sandboxTable.Dir(sb, 0o555), nil
+	o := sb.Owner()
+	return sandboxTable.Dir(sb, 0o555, &o), nil
 }
 
 // List implements Dir.List.

@@ -3,6 +3,8 @@ package fs
 import (
 	"context"
 	iofs "io/fs"
+
+	"sandfs/ctl"
 )
 
 // Entry is one row of a directory table: a name, the mode shown for it,
@@ -19,21 +21,23 @@ type Entry[T any] struct {
 // table in order.
 type Table[T any] []Entry[T]
 
-// Dir returns the directory that serves table t over value v.
-func (t Table[T]) Dir(v T, mode iofs.FileMode) Dir {
-	return &tableDir[T]{t: t, v: v, mode: mode}
+// Dir returns the directory that serves table t over value v, owned by
+// owner (nil: its parent's owner); its entries are the directory's.
+func (t Table[T]) Dir(v T, mode iofs.FileMode, owner *ctl.Owner) Dir {
+	return &tableDir[T]{t: t, v: v, mode: mode, owner: owner}
 }
 
 // tableDir serves a Table for one value.
 type tableDir[T any] struct {
-	t    Table[T]
-	v    T
-	mode iofs.FileMode
+	t     Table[T]
+	v     T
+	mode  iofs.FileMode
+	owner *ctl.Owner
 }
 
 // Stat implements Node.Stat.
 func (d *tableDir[T]) Stat(context.Context) (Attr, error) {
-	return Attr{Mode: iofs.ModeDir | d.mode.Perm()}, nil
+	return Attr{Mode: iofs.ModeDir | d.mode.Perm(), Owner: d.owner}, nil
 }
 
 // Lookup implements Dir.Lookup.

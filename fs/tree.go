@@ -5,6 +5,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 
@@ -15,6 +16,7 @@ import (
 type Tree struct {
 	plane *ctl.Plane
 	log   *slog.Logger
+	owner ctl.Owner // of the root and its files: the daemon's uid, the creators' gid
 
 	mu      sync.Mutex // protects lastErr
 	lastErr string     // text of the last failed request on /ctl or /clone
@@ -25,11 +27,20 @@ func New(p *ctl.Plane, log *slog.Logger) *Tree {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Tree{plane: p, log: log}
+	return &Tree{plane: p, log: log, owner: ctl.Owner{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}}
 }
 
+// SetGroup makes gid the group of the root's files: its members may
+// write /ctl and open /clone, that is create sandboxes (sandfs serve
+// --group). Without it the group is the daemon's own. Call it before
+// Root.
+func (t *Tree) SetGroup(gid uint32) { t.owner.GID = gid }
+
 // Root returns the root directory.
-func (t *Tree) Root() Dir { return rootTable.Dir(t, 0o555) }
+func (t *Tree) Root() Dir {
+	o := t.owner
+	return rootTable.Dir(t, 0o555, &o)
+}
 
 // fail records a failed request on /ctl or /clone for /err. ctl has
 // already logged it.
