@@ -18,16 +18,30 @@
 // lookup that finds an existing inode refreshes the node it serves (a
 // sandbox removed and created again under the same id).
 //
+// Access: every inode holds an sfs.Chan, whose methods check the caller
+// against the modes shown (the one check of both transports; see
+// sfs.Chan). The caller is the request's: uid and gid from the FUSE
+// header, supplementary groups read from /proc/<pid>/task/<pid>/status
+// when a check needs them (as libfuse's fuse_req_getgroups does). An
+// open file keeps its opener's identity for its reads and writes, as a
+// Unix file keeps f_cred. The mount also asks the kernel to check the
+// same modes (default_permissions), with the caller's full credentials,
+// before a request reaches the daemon.
+//
 // Lock order: node.mu and mount.mu are leaves.
 package fusefs
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	iofs "io/fs"
 	"log/slog"
 	"os"
 	"path"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,6 +79,12 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Mount{dir: dir, log: log, inos: map[string]uint64{}, next: 1}
+	// A root that shows no owner (a remote tree) is the mounting user's,
+	// as a FUSE mount's user_id.
+	rc, err := sfs.NewChan(context.Background(), root, ctl.Owner{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())})
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
 	zero := time.Duration(0)
 	opts := &gofs.Options{
 		MountOptions: fuse.MountOptions{
@@ -74,13 +94,14 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 			DirectMount: true,
 			Debug:       o.Debug,
 			MaxWrite:    128 << 10,
+			Options:     []string{"default_permissions"},
 		},
 		EntryTimeout:    &zero,
 		AttrTimeout:     &zero,
 		NegativeTimeout: &zero,
 		NullPermissions: true,
 	}
-	rn := &node{m: m, path: "", n: root}
+	rn := &node{m: m, path: "", ch: rc}
 	srv, err := gofs.Mount(dir, rn, opts)
 	if err != nil {
 		return nil, err
@@ -179,14 +200,56 @@ func errno(err error) syscall.Errno {
 	return ctl.Errno(err)
 }
 
+// caller returns ctx carrying the FUSE request's caller as a ctl.Cred:
+// uid and gid from the request header, supplementary groups read from
+// /proc when a check asks for them. A request without a caller is
+// nobody's.
+func caller(ctx context.Context) context.Context {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return ctl.WithCred(ctx, ctl.Nobody)
+	}
+	pid := c.Pid
+	return ctl.WithCred(ctx, ctl.Cred{UID: c.Uid, GID: c.Gid, Groups: sync.OnceValue(func() []uint32 { return procGroups(pid) })})
+}
+
+// procGroups returns the supplementary groups of thread pid, from the
+// "Groups:" line of /proc/<pid>/task/<pid>/status (libfuse
+// fuse_req_getgroups); none if pid is 0 (not in our pid namespace) or the
+// thread is gone.
+func procGroups(pid uint32) []uint32 {
+	if pid == 0 {
+		return nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, pid))
+	if err != nil {
+		return nil
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "Groups:")
+		if !ok {
+			continue
+		}
+		var gs []uint32
+		for _, f := range strings.Fields(rest) {
+			if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+				gs = append(gs, uint32(g))
+			}
+		}
+		return gs
+	}
+	return nil
+}
+
 // node is one tree node as a go-fuse inode.
 type node struct {
 	gofs.Inode
 	m    *Mount
 	path string
 
-	mu sync.Mutex // protects n
-	n  sfs.Node
+	mu sync.Mutex // protects ch
+	ch sfs.Chan
 }
 
 var (
@@ -207,10 +270,16 @@ var (
 // this inode, so its path's number can go.
 func (n *node) OnForget() { n.m.forget(n.path) }
 
-func (n *node) node() sfs.Node {
+func (n *node) cur() sfs.Chan {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.n
+	return n.ch
+}
+
+func (n *node) setChan(c sfs.Chan) {
+	n.mu.Lock()
+	n.ch = c
+	n.mu.Unlock()
 }
 
 func fillAttr(a sfs.Attr, ino uint64, out *fuse.Attr) {
@@ -221,6 +290,9 @@ func fillAttr(a sfs.Attr, ino uint64, out *fuse.Attr) {
 	} else {
 		out.Mode = syscall.S_IFREG | uint32(a.Mode.Perm())
 		out.Nlink = 1
+	}
+	if a.Owner != nil {
+		out.Uid, out.Gid = a.Owner.UID, a.Owner.GID
 	}
 	out.Size = uint64(a.Size)
 	t := a.Mtime
@@ -236,32 +308,26 @@ var started = time.Now()
 
 // Lookup implements gofs.NodeLookuper.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	d, ok := n.node().(sfs.Dir)
-	if !ok {
-		return nil, syscall.ENOTDIR
-	}
-	c, err := d.Lookup(ctx, name)
+	ctx = caller(ctx)
+	c, err := n.cur().Walk(ctx, name)
 	if err != nil {
 		return nil, errno(err)
 	}
 	return n.child(ctx, name, c, out)
 }
 
-// Opendir implements gofs.NodeOpendirer.
+// Opendir implements gofs.NodeOpendirer: opening a directory needs read.
 func (n *node) Opendir(ctx context.Context) syscall.Errno {
-	if _, ok := n.node().(sfs.Dir); !ok {
+	c := n.cur()
+	if !c.IsDir() {
 		return syscall.ENOTDIR
 	}
-	return 0
+	return errno(c.Check(caller(ctx), sfs.MayRead))
 }
 
 // Readdir implements gofs.NodeReaddirer.
 func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	d, ok := n.node().(sfs.Dir)
-	if !ok {
-		return nil, syscall.ENOTDIR
-	}
-	ents, err := d.List(ctx)
+	ents, err := n.cur().List(caller(ctx))
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -276,35 +342,24 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	return gofs.NewListDirStream(out), 0
 }
 
-// Getattr implements gofs.NodeGetattrer.
+// Getattr implements gofs.NodeGetattrer; the attributes found are those
+// later checks use.
 func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	a, err := n.node().Stat(ctx)
+	c, err := n.cur().Refresh(caller(ctx))
 	if err != nil {
 		return errno(err)
 	}
-	fillAttr(a, n.m.ino(n.path), &out.Attr)
+	n.setChan(c)
+	fillAttr(c.Attr(), n.m.ino(n.path), &out.Attr)
 	return 0
 }
 
-// Setattr implements gofs.NodeSetattrer. Truncation to 0 (what `echo msg
-// > file` asks for) and time changes are accepted and ignored; anything
-// else is EPERM.
+// Setattr implements gofs.NodeSetattrer. A size goes to Chan.Truncate
+// (truncation to 0, what `echo msg > file` asks for, is accepted and
+// ignored on message files); time changes are ignored; mode and owner
+// changes are EPERM.
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	nd := n.node()
-	if sz, ok := in.GetSize(); ok {
-		if t, isT := nd.(sfs.Truncater); isT {
-			if err := t.Truncate(ctx, int64(sz)); err != nil {
-				return errno(err)
-			}
-			return n.Getattr(ctx, fh, out)
-		}
-		if sz != 0 {
-			return syscall.EPERM
-		}
-		if _, isDir := nd.(sfs.Dir); isDir {
-			return syscall.EISDIR
-		}
-	}
+	ctx = caller(ctx)
 	if _, ok := in.GetMode(); ok {
 		return syscall.EPERM
 	}
@@ -314,26 +369,29 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	if _, ok := in.GetGID(); ok {
 		return syscall.EPERM
 	}
+	if sz, ok := in.GetSize(); ok {
+		if err := n.cur().Truncate(ctx, int64(sz)); err != nil {
+			return errno(err)
+		}
+	}
 	return n.Getattr(ctx, fh, out)
 }
 
 // Open implements gofs.NodeOpener.
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	h, err := sfs.Open(ctx, n.node(), sfs.OpenFlags(flags&syscall.O_ACCMODE))
+	ctx = caller(ctx)
+	h, err := n.cur().Open(ctx, sfs.OpenFlags(flags&syscall.O_ACCMODE))
 	if err != nil {
 		n.m.log.Debug("fuse: open failed", "path", "/"+n.path, "err", err)
 		return nil, 0, errno(err)
 	}
-	return &handle{h: h, path: n.path}, fuse.FOPEN_DIRECT_IO, 0
+	return &handle{h: h, path: n.path, cred: ctl.CredOf(ctx)}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // child makes the inode of c, just looked up or created as name in n; an
 // existing inode for that path is pointed at c.
-func (n *node) child(ctx context.Context, name string, c sfs.Node, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	a, err := c.Stat(ctx)
-	if err != nil {
-		return nil, errno(err)
-	}
+func (n *node) child(ctx context.Context, name string, c sfs.Chan, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	a := c.Attr()
 	p := path.Join(n.path, name)
 	ino := n.m.ino(p)
 	fillAttr(a, ino, &out.Attr)
@@ -341,11 +399,9 @@ func (n *node) child(ctx context.Context, name string, c sfs.Node, out *fuse.Ent
 	if a.Mode.IsDir() {
 		mode = syscall.S_IFDIR
 	}
-	ch := n.NewInode(ctx, &node{m: n.m, path: p, n: c}, gofs.StableAttr{Mode: mode, Ino: ino})
+	ch := n.NewInode(ctx, &node{m: n.m, path: p, ch: c}, gofs.StableAttr{Mode: mode, Ino: ino})
 	if cn, ok := ch.Operations().(*node); ok {
-		cn.mu.Lock()
-		cn.n = c // an existing inode serves the node just found
-		cn.mu.Unlock()
+		cn.setChan(c) // an existing inode serves the node just found
 	}
 	return ch, 0
 }
@@ -353,11 +409,8 @@ func (n *node) child(ctx context.Context, name string, c sfs.Node, out *fuse.Ent
 // Create implements gofs.NodeCreater for directories that are sfs.Creator
 // (a guest's fs/); elsewhere EPERM.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	cr, ok := n.node().(sfs.Creator)
-	if !ok {
-		return nil, nil, 0, syscall.EPERM
-	}
-	c, h, err := cr.Create(ctx, name, sfs.OpenFlags(flags&syscall.O_ACCMODE), iofs.FileMode(mode).Perm())
+	ctx = caller(ctx)
+	c, h, err := n.cur().Create(ctx, name, sfs.OpenFlags(flags&syscall.O_ACCMODE), iofs.FileMode(mode).Perm())
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
@@ -366,16 +419,13 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Close()
 		return nil, nil, 0, en
 	}
-	return ch, &handle{h: h, path: path.Join(n.path, name)}, fuse.FOPEN_DIRECT_IO, 0
+	return ch, &handle{h: h, path: path.Join(n.path, name), cred: ctl.CredOf(ctx)}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // Mkdir implements gofs.NodeMkdirer for sfs.Mkdirer directories.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	mk, ok := n.node().(sfs.Mkdirer)
-	if !ok {
-		return nil, syscall.EPERM
-	}
-	c, err := mk.Mkdir(ctx, name, iofs.FileMode(mode).Perm())
+	ctx = caller(ctx)
+	c, err := n.cur().Mkdir(ctx, name, iofs.FileMode(mode).Perm())
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -384,26 +434,20 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 // Unlink implements gofs.NodeUnlinker for sfs.Remover directories.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	rm, ok := n.node().(sfs.Remover)
-	if !ok {
-		return syscall.EPERM
-	}
-	return errno(rm.Remove(ctx, name, false))
+	return errno(n.cur().Remove(caller(ctx), name, false))
 }
 
 // Rmdir implements gofs.NodeRmdirer for sfs.Remover directories.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	rm, ok := n.node().(sfs.Remover)
-	if !ok {
-		return syscall.EPERM
-	}
-	return errno(rm.Remove(ctx, name, true))
+	return errno(n.cur().Remove(caller(ctx), name, true))
 }
 
-// handle is one open file.
+// handle is one open file. Its reads and writes are its opener's (cred),
+// whoever the descriptor was passed to.
 type handle struct {
 	h    sfs.Handle
 	path string
+	cred ctl.Cred
 }
 
 var (
@@ -415,7 +459,7 @@ var (
 
 // Read implements gofs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.h.Read(ctx, dest, off)
+	n, err := h.h.Read(ctl.WithCred(ctx, h.cred), dest, off)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -424,7 +468,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 
 // Write implements gofs.FileWriter.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n, err := h.h.Write(ctx, data, off)
+	n, err := h.h.Write(ctl.WithCred(ctx, h.cred), data, off)
 	if err != nil {
 		return 0, errno(err)
 	}
