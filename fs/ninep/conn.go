@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net"
+	"os"
 	"path"
 	"sync"
 	"sync/atomic"
@@ -12,9 +13,13 @@ import (
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl"
+	sfs "sandfs/fs"
 )
 
-// conn is one client connection: its context, its access rule and what
+// conn is one client connection: its context (which carries the
+// client's identity, ctl.Cred: see identity), its access rule and what
 // its frames told us (fid paths, pending reads), used to end blocked
 // reads when the client flushes or clunks them.
 //
@@ -25,7 +30,7 @@ import (
 type conn struct {
 	srv      *Server
 	lim      *limits
-	ctx      context.Context // ends with the connection
+	ctx      context.Context // ends with the connection; carries the client's ctl.Cred
 	cancel   context.CancelFunc
 	token    string
 	tokenSum [sha256.Size]byte // sha256 of token, for the constant-time check
@@ -52,10 +57,10 @@ type pendingWalk struct {
 // blockedRead is one ReadAt in progress.
 type blockedRead struct{ cancel context.CancelFunc }
 
-// newConn returns the state of connection c. release, if not nil, gives
-// back c's admission slot; it is called at the first attach or when the
-// connection ends, whichever comes first.
-func newConn(ctx context.Context, s *Server, c net.Conn, token string, release func()) *conn {
+// newConn returns the state of connection c, whose client is cred.
+// release, if not nil, gives back c's admission slot; it is called at the
+// first attach or when the connection ends, whichever comes first.
+func newConn(ctx context.Context, s *Server, c net.Conn, token string, cred ctl.Cred, release func()) *conn {
 	if release == nil {
 		release = func() {}
 	}
@@ -72,7 +77,7 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, release f
 		readFids: map[uint16]uint32{},
 		blocked:  map[string]map[*blockedRead]struct{}{},
 	}
-	cn.ctx, cn.cancel = context.WithCancel(ctx)
+	cn.ctx, cn.cancel = context.WithCancel(ctl.WithCred(ctx, cred))
 	return cn
 }
 
@@ -100,12 +105,17 @@ func (c *conn) refuse(err error) error {
 
 // Attach implements p9.Attacher.Attach. The p9 server then walks the
 // attach name from the returned file: with a token, that file is a gate
-// whose only child is the token.
+// whose only child is the token. The uname and uid a Tattach names are
+// ignored: the client is who its connection says (identity).
 func (c *conn) Attach() (p9.File, error) {
 	c.mu.Lock()
 	aname := c.lastAname
 	c.mu.Unlock()
-	root := &file{c: c, node: c.srv.root}
+	rc, err := sfs.NewChan(c.ctx, c.srv.root, ctl.Owner{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())})
+	if err != nil {
+		return nil, errno(err)
+	}
+	root := &file{c: c, ch: rc}
 	if c.token == "" {
 		c.authenticated()
 		return root, nil

@@ -26,8 +26,12 @@
 //
 // Access: with a token, the attach name (aname) must equal the token
 // (compared in constant time, as SHA-256 sums); an attach without it, or
-// with another name, fails with EPERM. Without a token (the unix socket,
-// protected by its file mode) any attach succeeds.
+// with another name, fails with EPERM. Without a token (the unix socket)
+// any attach succeeds. Either way every request is then checked against
+// the modes the tree shows (sfs.Chan) as the connection's identity
+// (peer.go): root for a token, the peer's uid, gid and groups on a unix
+// socket (SO_PEERCRED, SO_PEERGROUPS), nobody otherwise. The uname and
+// uid of a Tattach, and those of a Tlcreate or Tmkdir, are ignored.
 //
 // Before its first successful attach a client is anonymous, and bounded
 // (limits.go): frames of at most 8 KiB, at most 16 of them, only

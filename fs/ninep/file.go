@@ -21,7 +21,9 @@ import (
 const iounit = 64 << 10
 
 // file is one fid's view of a tree node: Walk returns a fresh file for
-// every fid (p9 composefs), and Open gives it its own handle.
+// every fid (p9 composefs), and Open gives it its own handle. Its Chan
+// checks the connection's identity (conn.ctx) against the modes shown
+// on every walk, open, listing, create, remove and truncation.
 //
 // Concurrency (as p9.File): Walk, GetAttr, Readdir may run concurrently
 // with each other; ReadAt and WriteAt may run concurrently with each
@@ -35,8 +37,8 @@ type file struct {
 	templatefs.NotLockable
 
 	c    *conn
-	path string // tree path, "" for the root
-	node sfs.Node
+	path string   // tree path, "" for the root
+	ch   sfs.Chan // the node, with the owner it shows
 
 	mu sync.Mutex // protects h
 	h  sfs.Handle // set by Open
@@ -63,22 +65,14 @@ func (f *file) qid(a sfs.Attr) p9.QID {
 // Walk implements p9.File.Walk; p9 calls it with zero or one name.
 func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
 	var qs []p9.QID
-	cur := &file{c: f.c, path: f.path, node: f.node}
+	cur := &file{c: f.c, path: f.path, ch: f.ch}
 	for _, name := range names {
-		d, ok := cur.node.(sfs.Dir)
-		if !ok {
-			return nil, nil, linux.ENOTDIR
-		}
-		n, err := d.Lookup(f.c.ctx, name)
+		ch, err := cur.ch.Walk(f.c.ctx, name)
 		if err != nil {
 			return nil, nil, errno(err)
 		}
-		a, err := n.Stat(f.c.ctx)
-		if err != nil {
-			return nil, nil, errno(err)
-		}
-		cur = &file{c: f.c, path: path.Join(cur.path, name), node: n}
-		qs = append(qs, cur.qid(a))
+		cur = &file{c: f.c, path: path.Join(cur.path, name), ch: ch}
+		qs = append(qs, cur.qid(ch.Attr()))
 	}
 	return qs, cur, nil
 }
@@ -90,7 +84,7 @@ func (f *file) StatFS() (p9.FSStat, error) {
 
 // GetAttr implements p9.File.GetAttr.
 func (f *file) GetAttr(req p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
-	a, err := f.node.Stat(f.c.ctx)
+	a, err := f.ch.Stat(f.c.ctx)
 	if err != nil {
 		return p9.QID{}, p9.AttrMask{}, p9.Attr{}, errno(err)
 	}
@@ -111,8 +105,14 @@ func toP9Attr(a sfs.Attr) p9.Attr {
 		t = started
 	}
 	sec, nsec := uint64(t.Unix()), uint64(t.Nanosecond())
+	var o ctl.Owner
+	if a.Owner != nil {
+		o = *a.Owner
+	}
 	return p9.Attr{
 		Mode:         mode | p9.FileMode(a.Mode.Perm()),
+		UID:          p9.UID(o.UID),
+		GID:          p9.GID(o.GID),
 		NLink:        nlink,
 		Size:         uint64(a.Size),
 		BlockSize:    4096,
@@ -122,9 +122,9 @@ func toP9Attr(a sfs.Attr) p9.Attr {
 	}
 }
 
-// SetAttr implements p9.File.SetAttr. A size change goes to a
-// sfs.Truncater; elsewhere only truncation to 0 of a file is accepted
-// (and ignored), as `echo msg > file` asks for it on a message file.
+// SetAttr implements p9.File.SetAttr. A size change goes to
+// Chan.Truncate (truncation to 0 of a message file is accepted and
+// ignored, as `echo msg > file` asks for it); a directory's is EPERM.
 // Time changes are ignored; mode and owner changes are EPERM.
 func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 	if valid.Permissions || valid.UID || valid.GID {
@@ -133,28 +133,29 @@ func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 	if !valid.Size {
 		return nil // times only: ignored
 	}
-	if t, ok := f.node.(sfs.Truncater); ok {
-		return errno(t.Truncate(f.c.ctx, int64(attr.Size)))
-	}
-	if _, ok := f.node.(sfs.Dir); ok || attr.Size != 0 {
+	if f.ch.IsDir() {
 		return linux.EPERM
 	}
-	return nil
+	return errno(f.ch.Truncate(f.c.ctx, int64(attr.Size)))
 }
 
-// Open implements p9.File.Open.
+// Open implements p9.File.Open. A directory needs read, a file what the
+// mode asks (Chan.Open).
 func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
-	a, err := f.node.Stat(f.c.ctx)
+	a, err := f.ch.Stat(f.c.ctx)
 	if err != nil {
 		return p9.QID{}, 0, errno(err)
 	}
-	if _, ok := f.node.(sfs.Dir); ok {
+	if f.ch.IsDir() {
 		if mode.Mode() != p9.ReadOnly {
 			return p9.QID{}, 0, linux.EISDIR
 		}
+		if err := f.ch.Check(f.c.ctx, sfs.MayRead); err != nil {
+			return p9.QID{}, 0, errno(err)
+		}
 		return f.qid(a), iounit, nil
 	}
-	h, err := sfs.Open(f.c.ctx, f.node, sfs.OpenFlags(mode.OSFlags()))
+	h, err := f.ch.Open(f.c.ctx, sfs.OpenFlags(mode.OSFlags()))
 	if err != nil {
 		return p9.QID{}, 0, errno(err)
 	}
@@ -210,11 +211,7 @@ func (f *file) FSync() error { return nil }
 
 // Readdir implements p9.File.Readdir.
 func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
-	d, ok := f.node.(sfs.Dir)
-	if !ok {
-		return nil, linux.ENOTDIR
-	}
-	ents, err := d.List(f.c.ctx)
+	ents, err := f.ch.List(f.c.ctx)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -235,7 +232,7 @@ func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 // ENOTDIR elsewhere.
 
 func (f *file) dirErr() error {
-	if _, ok := f.node.(sfs.Dir); ok {
+	if f.ch.IsDir() {
 		return linux.EPERM
 	}
 	return linux.ENOTDIR
@@ -243,26 +240,26 @@ func (f *file) dirErr() error {
 
 // Create implements p9.File.Create in an sfs.Creator directory (a
 // guest's fs/): f becomes the new file, open (p9 semantics).
+// The uid and gid a client gives are ignored: what it makes belongs to
+// the owner of the directory it is made in.
 func (f *file) Create(name string, mode p9.OpenFlags, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.File, p9.QID, uint32, error) {
-	cr, ok := f.node.(sfs.Creator)
-	if !ok {
+	if !f.ch.IsDir() {
 		return nil, p9.QID{}, 0, f.dirErr()
 	}
-	n, h, err := cr.Create(f.c.ctx, name, sfs.OpenFlags(mode.OSFlags()), iofs.FileMode(perm.Permissions()))
+	ch, h, err := f.ch.Create(f.c.ctx, name, sfs.OpenFlags(mode.OSFlags()), iofs.FileMode(perm.Permissions()))
 	if err != nil {
 		return nil, p9.QID{}, 0, errno(err)
 	}
-	nf := &file{c: f.c, path: path.Join(f.path, name), node: n, h: h}
-	return nf, nf.qid(sfs.Attr{}), iounit, nil
+	nf := &file{c: f.c, path: path.Join(f.path, name), ch: ch, h: h}
+	return nf, nf.qid(ch.Attr()), iounit, nil
 }
 
 // Mkdir implements p9.File.Mkdir in an sfs.Mkdirer directory.
 func (f *file) Mkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QID, error) {
-	mk, ok := f.node.(sfs.Mkdirer)
-	if !ok {
+	if !f.ch.IsDir() {
 		return p9.QID{}, f.dirErr()
 	}
-	if _, err := mk.Mkdir(f.c.ctx, name, iofs.FileMode(perm.Permissions())); err != nil {
+	if _, err := f.ch.Mkdir(f.c.ctx, name, iofs.FileMode(perm.Permissions())); err != nil {
 		return p9.QID{}, errno(err)
 	}
 	return p9.QID{Type: p9.TypeDir, Path: f.c.srv.qidPath(path.Join(f.path, name))}, nil
@@ -289,11 +286,10 @@ func (f *file) RenameAt(string, p9.File, string) error { return f.dirErr() }
 
 // UnlinkAt implements p9.File.UnlinkAt in an sfs.Remover directory.
 func (f *file) UnlinkAt(name string, flags uint32) error {
-	rm, ok := f.node.(sfs.Remover)
-	if !ok {
+	if !f.ch.IsDir() {
 		return f.dirErr()
 	}
-	return errno(rm.Remove(f.c.ctx, name, flags&0x200 != 0)) // AT_REMOVEDIR
+	return errno(f.ch.Remove(f.c.ctx, name, flags&0x200 != 0)) // AT_REMOVEDIR
 }
 
 // gate is the attach point of a connection that must name the token: its

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"testing"
+
+	"sandfs/ctl"
 )
 
 // FuzzFrames feeds any byte stream to the frame decoder of a connection
@@ -38,7 +40,7 @@ func FuzzFrames(f *testing.F) {
 		defer cc.Close()
 		defer sc.Close()
 		srv := NewServer(oneDir{"hello", textFile("hi\n")}, nil)
-		cn := newConn(context.Background(), srv, sc, testToken, nil)
+		cn := newConn(context.Background(), srv, sc, testToken, ctl.Nobody, nil)
 		defer cn.cancel()
 		if authed {
 			cn.authenticated()

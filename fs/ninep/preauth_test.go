@@ -18,6 +18,7 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
+	"sandfs/ctl"
 	sfs "sandfs/fs"
 )
 
@@ -402,7 +403,7 @@ func TestVersionMsizeClamped(t *testing.T) {
 func TestFailedWalksLeaveNoFid(t *testing.T) {
 	srv := NewServer(oneDir{"hello", textFile("hi\n")}, nil)
 	cc, sc := net.Pipe()
-	cn := newConn(context.Background(), srv, sc, "", nil)
+	cn := newConn(context.Background(), srv, sc, "", ctl.Nobody, nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -113,7 +113,16 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, token string) {
 }
 
 func (s *Server) serveConn(ctx context.Context, c net.Conn, token string, release func()) {
-	cn := newConn(ctx, s, c, token, release)
+	cred, err := identity(c, token)
+	if err != nil {
+		s.log.Warn("9p: connection refused", "remote", c.RemoteAddr().String(), "reason", err.Error())
+		c.Close()
+		if release != nil {
+			release()
+		}
+		return
+	}
+	cn := newConn(ctx, s, c, token, cred, release)
 	defer cn.release()
 	defer cn.cancel()
 	defer func() {
