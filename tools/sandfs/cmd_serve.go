@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,6 +64,7 @@ func runServe(args []string) int {
 	kernel := fl.String("kernel", envOr("SANDFS_KERNEL", besideBinary("build/vmlinuz")), "guest kernel for the VMM runtime (default: $SANDFS_KERNEL, else build/vmlinuz of the checkout holding this binary)")
 	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", besideBinary("build/templates")), "template directory for the VMM runtime (default: $SANDFS_TEMPLATES, else build/templates beside build/vmlinuz)")
 	debug := fl.Bool("debug", false, "log at debug level")
+	group := fl.String("group", "", "group (name or gid) whose members may create sandboxes: it owns /ctl, /clone and the unix sockets (default: the daemon's group)")
 	vmmUIDs := ctl.DefaultVMMIDs
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {
@@ -84,7 +87,7 @@ func runServe(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(log, serveConfig{
 		state: *state, listens: listens, mount: *mnt, mountOptional: !mountGiven, tokenFile: *tokenFile,
-		kernel: *kernel, templates: *templates, vmmUIDs: vmmUIDs,
+		kernel: *kernel, templates: *templates, vmmUIDs: vmmUIDs, group: *group,
 	}); err != nil {
 		log.Error("serve: " + err.Error())
 		return 1
@@ -101,6 +104,7 @@ type serveConfig struct {
 	kernel        string
 	templates     string
 	vmmUIDs       ctl.IDRange
+	group         string // --group, "" for none
 }
 
 // serve runs the daemon until SIGINT or SIGTERM.
@@ -140,6 +144,14 @@ func serve(log *slog.Logger, c serveConfig) error {
 	plane.SetNoRuntimeReason(noRuntime)
 	defer plane.Close()
 	tree := sfs.New(plane, log)
+	gid := -1
+	if c.group != "" {
+		if gid, err = lookupGroup(c.group); err != nil {
+			return err
+		}
+		tree.SetGroup(uint32(gid))
+		log.Info("serve: creators' group", "group", c.group, "gid", gid)
+	}
 	srv := ninep.NewServer(tree.Root(), log)
 
 	var token string
@@ -161,7 +173,7 @@ func serve(log *slog.Logger, c serveConfig) error {
 		}
 	}()
 	for _, addr := range c.listens {
-		l, err := listen(addr)
+		l, err := listen(addr, gid)
 		if err != nil {
 			return err
 		}
@@ -231,8 +243,10 @@ func mountTree(dir string, root sfs.Dir, log *slog.Logger) (*fusefs.Mount, error
 }
 
 // listen opens a 9P listener. A unix socket's directory is created and a
-// stale socket file (nobody answering) replaced; the socket is mode 0660.
-func listen(addr string) (net.Listener, error) {
+// stale socket file (nobody answering) replaced; the socket is mode 0660,
+// its group gid unless gid is -1, so that only the creators' group
+// connects (the daemon checks every request of those who do).
+func listen(addr string, gid int) (net.Listener, error) {
 	network, address, ok := strings.Cut(addr, ":")
 	switch {
 	case !ok:
@@ -255,9 +269,25 @@ func listen(addr string) (net.Listener, error) {
 			l.Close()
 			return nil, err
 		}
+		if err := os.Lchown(address, -1, gid); err != nil {
+			l.Close()
+			return nil, err
+		}
 		return l, nil
 	}
 	return nil, fmt.Errorf("listen: bad address %q (want unix:PATH or tcp:HOST:PORT)", addr)
+}
+
+// lookupGroup returns the gid of group name, a group name or a gid.
+func lookupGroup(name string) (int, error) {
+	if gid, err := strconv.Atoi(name); err == nil && gid >= 0 {
+		return gid, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return 0, fmt.Errorf("--group: %w", err)
+	}
+	return strconv.Atoi(g.Gid)
 }
 
 // minToken is the shortest token serve accepts (the generated ones have
