@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,7 +79,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // directory; EACCES command not executable; others from fork/exec. A
 // failed start leaves the slot in state failed.
 func (p *proc) start(argv []string) error {
-	err := p.startLocked(argv)
+	err := p.spawnLocked(argv)
 	if err != nil {
 		p.spec.argv = argv
 		p.state = stFailed
@@ -89,14 +90,13 @@ func (p *proc) start(argv []string) error {
 	return err
 }
 
-func (p *proc) startLocked(argv []string) error {
+// spawnLocked forks argv as the process p.spec describes: it resolves
+// the user, cwd, environment and command, opens the stdio and starts the
+// output pumps. On error nothing is left open.
+func (p *proc) spawnLocked(argv []string) error {
 	s := p.spec
 	s.argv = argv
-	userSpec := s.user
-	if userSpec == "" {
-		userSpec = "root"
-	}
-	cred, err := lookupUser(p.tab.etc, userSpec)
+	cred, err := lookupUser(p.tab.etc, cmp.Or(s.user, "root"))
 	if err != nil {
 		return msg.Errorf(msg.Errno(err), "start: %s", err)
 	}
@@ -109,82 +109,32 @@ func (p *proc) startLocked(argv []string) error {
 	if err != nil {
 		return err
 	}
-
-	var (
-		files    [3]uintptr
-		closeAft []*os.File // child ends, closed in the parent after fork
-		outR     *os.File
-		errR     *os.File
-	)
-	defer func() {
-		for _, f := range closeAft {
-			f.Close()
-		}
-	}()
 	sys := &syscall.SysProcAttr{Setsid: true}
 	if os.Geteuid() == 0 {
 		sys.Credential = &syscall.Credential{Uid: cred.uid, Gid: cred.gid, Groups: cred.groups}
 	}
+	var fds stdio
+	defer fds.closeChildEnds()
 	if s.pty {
-		ptm, pts, err := openPTY(s.rows, s.cols)
-		if err != nil {
-			return msg.Errorf(msg.Errno(err), "start: pty: %v", err)
-		}
-		closeAft = append(closeAft, pts)
-		if os.Geteuid() == 0 {
-			unix.Fchown(int(pts.Fd()), int(cred.uid), -1) // best effort, like login(1)
-		}
-		fd := pts.Fd()
-		files = [3]uintptr{fd, fd, fd}
-		sys.Setctty, sys.Ctty = true, 0
-		p.ptm, p.stdin, outR = ptm, ptm, ptm
+		err = p.openPTYStdioLocked(&fds, s, cred, sys)
 	} else {
-		if s.noStdin {
-			null, err := os.Open(os.DevNull)
-			if err != nil {
-				return msg.Errorf(msg.Errno(err), "start: %v", err)
-			}
-			closeAft = append(closeAft, null)
-			files[0] = null.Fd()
-		} else {
-			r, w, err := os.Pipe()
-			if err != nil {
-				return msg.Errorf(msg.Errno(err), "start: %v", err)
-			}
-			closeAft = append(closeAft, r)
-			files[0] = r.Fd()
-			p.stdin = w
-		}
-		for i := 1; i <= 2; i++ {
-			r, w, err := os.Pipe()
-			if err != nil {
-				p.closeStreamsLocked(outR)
-				return msg.Errorf(msg.Errno(err), "start: %v", err)
-			}
-			closeAft = append(closeAft, w)
-			files[i] = w.Fd()
-			if i == 1 {
-				outR = r
-			} else {
-				errR = r
-			}
-		}
+		err = p.openPipeStdioLocked(&fds, s.noStdin)
 	}
-	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: files[:], Sys: sys}
+	if err != nil {
+		return err
+	}
+	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: fds.files[:], Sys: sys}
 	pid, err := getReaper().start(argv0, argv, attr, p.exited)
 	if err != nil {
-		p.closeStreamsLocked(outR)
-		if errR != nil {
-			errR.Close()
-		}
+		p.closeParentEndsLocked(&fds)
 		return msg.Errorf(msg.Errno(err), "start: %s: %v", msg.Cite(argv[0]), err)
 	}
 	p.pid = pid
 	p.state = stRunning
 	p.spec.argv = argv
-	go p.pump(outR, &p.out)
-	if errR != nil {
-		go p.pump(errR, &p.errs)
+	go p.pump(fds.outR, &p.out)
+	if fds.errR != nil {
+		go p.pump(fds.errR, &p.errs)
 	} else {
 		p.errs.eof = true // with a pty everything is on stdout
 	}
@@ -192,11 +142,89 @@ func (p *proc) startLocked(argv []string) error {
 	return nil
 }
 
-func (p *proc) closeStreamsLocked(outR *os.File) {
-	if outR != nil {
-		outR.Close()
+// stdio is a new process's standard descriptors: files as the child gets
+// them, the parent's ends of its output (outR; errR, nil with a pty,
+// where everything is on stdout) and the child's ends, which the parent
+// closes once the child is forked. The parent's end of stdin is p.stdin.
+type stdio struct {
+	files     [3]uintptr
+	childEnds []*os.File
+	outR      *os.File
+	errR      *os.File
+}
+
+func (fds *stdio) closeChildEnds() {
+	for _, f := range fds.childEnds {
+		f.Close()
 	}
-	if p.stdin != nil && p.stdin != outR {
+}
+
+// openPTYStdioLocked gives the process a new terminal as stdin, stdout
+// and stderr, and as its controlling terminal; the master is p.ptm and
+// p.stdin.
+func (p *proc) openPTYStdioLocked(fds *stdio, s spec, cred credential, sys *syscall.SysProcAttr) error {
+	ptm, pts, err := openPTY(s.rows, s.cols)
+	if err != nil {
+		return msg.Errorf(msg.Errno(err), "start: pty: %v", err)
+	}
+	fds.childEnds = append(fds.childEnds, pts)
+	if os.Geteuid() == 0 {
+		unix.Fchown(int(pts.Fd()), int(cred.uid), -1) // best effort, like login(1)
+	}
+	fd := pts.Fd()
+	fds.files = [3]uintptr{fd, fd, fd}
+	sys.Setctty, sys.Ctty = true, 0
+	p.ptm, p.stdin, fds.outR = ptm, ptm, ptm
+	return nil
+}
+
+// openPipeStdioLocked gives the process a pipe (p.stdin its write end)
+// or, with noStdin, /dev/null as stdin, and a pipe each as stdout and
+// stderr.
+func (p *proc) openPipeStdioLocked(fds *stdio, noStdin bool) error {
+	if noStdin {
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return msg.Errorf(msg.Errno(err), "start: %v", err)
+		}
+		fds.childEnds = append(fds.childEnds, null)
+		fds.files[0] = null.Fd()
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return msg.Errorf(msg.Errno(err), "start: %v", err)
+		}
+		fds.childEnds = append(fds.childEnds, r)
+		fds.files[0] = r.Fd()
+		p.stdin = w
+	}
+	for i := 1; i <= 2; i++ {
+		r, w, err := os.Pipe()
+		if err != nil {
+			p.closeParentEndsLocked(fds)
+			return msg.Errorf(msg.Errno(err), "start: %v", err)
+		}
+		fds.childEnds = append(fds.childEnds, w)
+		fds.files[i] = w.Fd()
+		if i == 1 {
+			fds.outR = r
+		} else {
+			fds.errR = r
+		}
+	}
+	return nil
+}
+
+// closeParentEndsLocked closes what the parent holds of a process's
+// stdio when its start fails: p.stdin (and p.ptm), outR, errR.
+func (p *proc) closeParentEndsLocked(fds *stdio) {
+	if fds.outR != nil {
+		fds.outR.Close()
+	}
+	if fds.errR != nil {
+		fds.errR.Close()
+	}
+	if p.stdin != nil && p.stdin != fds.outR {
 		p.stdin.Close()
 	}
 	p.stdin, p.ptm = nil, nil
