@@ -40,15 +40,11 @@ var ctlVerbs = msg.Table[procVerb, procState]{
 	{Name: "pty", Usage: "pty on|off", Min: 1, Max: 1, Needs: []procState{stNew},
 		Doc: "run on a new pseudo-terminal (controlling tty, new session): stdin and stdout are the terminal, stderr is empty.",
 		Run: func(p *proc, a []string) error {
-			switch a[0] {
-			case "on":
-				p.spec.pty = true
-			case "off":
-				p.spec.pty = false
-			default:
-				return msg.Errorf(syscall.EINVAL, "pty: want on or off, got %s", msg.Cite(a[0]))
+			on, err := onOff("pty", a[0])
+			if err == nil {
+				p.spec.pty = on
 			}
-			return nil
+			return err
 		}},
 	{Name: "tag", Usage: "tag TEXT", Min: 1, Max: 1,
 		Doc: "a free-form label kept with the process (E2B's tag); shown in config.",
@@ -56,15 +52,11 @@ var ctlVerbs = msg.Table[procVerb, procState]{
 	{Name: "stdin", Usage: "stdin on|off", Min: 1, Max: 1, Needs: []procState{stNew},
 		Doc: "on (default): stdin is a pipe fed by writes to the stdin file; off: /dev/null.",
 		Run: func(p *proc, a []string) error {
-			switch a[0] {
-			case "on":
-				p.spec.noStdin = false
-			case "off":
-				p.spec.noStdin = true
-			default:
-				return msg.Errorf(syscall.EINVAL, "stdin: want on or off, got %s", msg.Cite(a[0]))
+			on, err := onOff("stdin", a[0])
+			if err == nil {
+				p.spec.noStdin = !on
 			}
-			return nil
+			return err
 		}},
 	{Name: "size", Usage: "size ROWS COLS", Min: 2, Max: 2,
 		Doc: "terminal size (default 24 80); any state: resizes a running pty (TIOCSWINSZ, SIGWINCH).",
@@ -88,6 +80,17 @@ var ctlVerbs = msg.Table[procVerb, procState]{
 			p.tab.remove(p) // lock order: p.mu, then the table's
 			return nil
 		}},
+}
+
+// onOff parses the argument of an on|off verb.
+func onOff(verb, arg string) (bool, error) {
+	switch arg {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, msg.Errorf(syscall.EINVAL, "%s: want on or off, got %s", verb, msg.Cite(arg))
 }
 
 // ctl parses and applies one ctl message; a failure's text goes to the
