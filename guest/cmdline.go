@@ -53,79 +53,105 @@ func ParseCmdline(cmdline string) (Config, []error) {
 		if !strings.HasPrefix(k, "sandfs.") {
 			continue
 		}
-		if !ok {
+		key, known := cmdlineKeys[k]
+		switch {
+		case !ok:
 			bad(w, "missing value")
-			continue
-		}
-		switch k {
-		case "sandfs.ip":
-			ip, n, err := net.ParseCIDR(v)
-			if err != nil || ip.To4() == nil && ip.To16() == nil {
-				bad(w, "bad address/prefix")
-				continue
-			}
-			n.IP = ip
-			c.IP = n
-		case "sandfs.gw":
-			ip := net.ParseIP(v)
-			if ip == nil {
-				bad(w, "bad gateway")
-				continue
-			}
-			c.GW = ip
-		case "sandfs.dns":
-			c.DNS = nil
-			for _, s := range strings.Split(v, ",") {
-				ip := net.ParseIP(s)
-				if ip == nil {
-					bad(w, "bad name server")
-					c.DNS = nil
-					break
-				}
-				c.DNS = append(c.DNS, ip)
-			}
-		case "sandfs.hostname":
-			if !validHostname(v) {
-				bad(w, "bad host name")
-				continue
-			}
-			c.Hostname = v
-		case "sandfs.iface":
-			if v == "" || len(v) > 15 || strings.ContainsAny(v, "/ ") {
-				bad(w, "bad interface name")
-				continue
-			}
-			c.Iface = v
-		case "sandfs.mtu":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 68 || n > 65535 {
-				bad(w, "bad mtu")
-				continue
-			}
-			c.MTU = n
-		case "sandfs.time":
-			ns, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ns <= 0 {
-				bad(w, "bad time (want unix nanoseconds)")
-				continue
-			}
-			c.Time = time.Unix(0, ns)
-		case "sandfs.port":
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil || n == 0 {
-				bad(w, "bad port")
-				continue
-			}
-			c.Port = uint32(n)
-		case "sandfs.debug":
-			c.Debug = v != "0" && v != ""
-		default:
+		case !known:
 			bad(w, "unknown key")
+		case !key.set(&c, v):
+			bad(w, key.bad)
 		}
 	}
 	return c, errs
 }
 
+// cmdlineKey is one sandfs.* key of the kernel command line: set takes
+// its value into a Config and reports whether it was good (a bad value
+// leaves the field as it was, but sandfs.dns, which it empties); bad is
+// the reason ParseCmdline gives when it was not.
+type cmdlineKey struct {
+	bad string
+	set func(c *Config, v string) bool
+}
+
+// cmdlineKeys are the keys ParseCmdline knows, in Config's order.
+var cmdlineKeys = map[string]cmdlineKey{
+	"sandfs.ip": {"bad address/prefix", func(c *Config, v string) bool {
+		ip, n, err := net.ParseCIDR(v)
+		if err != nil || ip.To4() == nil && ip.To16() == nil {
+			return false
+		}
+		n.IP = ip
+		c.IP = n
+		return true
+	}},
+	"sandfs.gw": {"bad gateway", func(c *Config, v string) bool {
+		ip := net.ParseIP(v)
+		if ip == nil {
+			return false
+		}
+		c.GW = ip
+		return true
+	}},
+	"sandfs.dns": {"bad name server", func(c *Config, v string) bool {
+		c.DNS = nil
+		for _, s := range strings.Split(v, ",") {
+			ip := net.ParseIP(s)
+			if ip == nil {
+				c.DNS = nil
+				return false
+			}
+			c.DNS = append(c.DNS, ip)
+		}
+		return true
+	}},
+	"sandfs.hostname": {"bad host name", func(c *Config, v string) bool {
+		if !validHostname(v) {
+			return false
+		}
+		c.Hostname = v
+		return true
+	}},
+	"sandfs.iface": {"bad interface name", func(c *Config, v string) bool {
+		if v == "" || len(v) > 15 || strings.ContainsAny(v, "/ ") {
+			return false
+		}
+		c.Iface = v
+		return true
+	}},
+	"sandfs.mtu": {"bad mtu", func(c *Config, v string) bool {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 68 || n > 65535 {
+			return false
+		}
+		c.MTU = n
+		return true
+	}},
+	"sandfs.time": {"bad time (want unix nanoseconds)", func(c *Config, v string) bool {
+		ns, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ns <= 0 {
+			return false
+		}
+		c.Time = time.Unix(0, ns)
+		return true
+	}},
+	"sandfs.port": {"bad port", func(c *Config, v string) bool {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return false
+		}
+		c.Port = uint32(n)
+		return true
+	}},
+	"sandfs.debug": {"", func(c *Config, v string) bool {
+		c.Debug = v != "0" && v != ""
+		return true
+	}},
+}
+
+// validHostname reports whether s is a host name sandfs accepts: letters,
+// digits, '-' and '.', at most 64 bytes, not starting with '-' or '.'.
 func validHostname(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
