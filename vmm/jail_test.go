@@ -1,8 +1,10 @@
 package vmm
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -247,4 +249,44 @@ func TestJailHost(t *testing.T) {
 func parseRoot(out string) string {
 	res, _ := parseAttacks(out)
 	return res["root"].text
+}
+
+// TestLaunchNoFollow: Launch (root, in the daemon) never writes through a
+// symlink where its console, its log or its config should be, as one left
+// in a run directory by anyone but root would be: it fails with ELOOP and
+// the link's target is untouched. (Before, it appended the VMM's output
+// to the target or overwrote it with the config.)
+func TestLaunchNoFollow(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, which := range []string{"console", "vmm.log", "vmm.sock.json"} {
+		t.Run(which, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "precious")
+			if err := os.WriteFile(target, []byte("precious\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, filepath.Join(dir, which)); err != nil {
+				t.Fatal(err)
+			}
+			// The VMM is logFloodVMM: it writes to its stderr and
+			// answers status, so nothing but the link stops Launch.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, err := Launch(ctx, Config{Kernel: "unused", MemBytes: 2 << 20, CPUs: 1, Binary: bin,
+				Socket: filepath.Join(dir, "vmm.sock"), Console: filepath.Join(dir, "console"),
+				LogFile: filepath.Join(dir, "vmm.log"), Env: []string{logFloodEnv + "=1"}})
+			if err == nil {
+				p.Stop(ctx)
+			}
+			if !errors.Is(err, syscall.ELOOP) {
+				t.Errorf("Launch with %s a symlink = %v; want ELOOP", which, err)
+			}
+			if b, _ := os.ReadFile(target); string(b) != "precious\n" {
+				t.Errorf("the symlink's target now holds %d bytes: %.60q", len(b), b)
+			}
+		})
+	}
 }
