@@ -86,11 +86,21 @@
 //	p, err := vmm.Launch(ctx, vmm.Config{Kernel: k, MemBytes: 256 << 20, CPUs: 1,
 //		Disks: ..., Vsock: ..., RNG: true,
 //		Socket: dir + "/vmm.sock", Console: dir + "/console", LogFile: dir + "/vmm.log",
-//		Jail: vmm.JailConfig{Namespaces: true, Seccomp: true, Cgroup: "sandfs/" + id}})
-//	p.Pause(ctx); p.Save(ctx, snapDir); p.Resume(ctx); st, _ := p.Status(ctx)
+//		Jail: vmm.JailConfig{Namespaces: true, Seccomp: true, Cgroup: "sandfs/" + id,
+//			Root: dir + "/root", Work: dir + "/work", UID: uid, GID: uid}})
+//	p.Pause(ctx); p.Save(ctx, dir+"/work/snap"); p.Resume(ctx); st, _ := p.Status(ctx)
 //	p.Stop(ctx)                 // "stop", then SIGKILL to the group after the deadline (5 s default)
 //	<-p.Done(); reason, err := p.Wait(); p.Err(); p.Pid(); p.Kill()
 //
 // A restore is Launch with Config.Restore = snapDir (and StartPaused to
 // keep it paused): same devices, same order.
+//
+// # Confinement
+//
+// Launch: namespaces (mount, PID, IPC, network, UTS), an empty
+// environment, the cgroup (confine.go, package cgroup). The process: its
+// root on Jail.Root, entered before it opens anything there (jail.go);
+// then, once the machine exists, the uid drop and the seccomp filter
+// (confine.go, seccomp.go). docs/vmm.md, "The jail", lists what a
+// compromised VMM can still reach.
 package vmm
