@@ -8,7 +8,6 @@
 package lab
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -459,21 +458,6 @@ func envInt(k string, def int) int {
 		return v
 	}
 	return def
-}
-
-// readLines returns the lines of a small file, or nil.
-func readLines(path string) []string {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }
 
 // ServeTokenPath is the repo-relative file holding the 9P TCP token that
