@@ -253,6 +253,10 @@ func (p *Process) reap() {
 	}
 	os.Remove(p.cfg.Socket)
 	os.Remove(p.cfg.Socket + ".json")
+	if p.cfg.Jail.UID != 0 && p.cfg.Vsock != nil {
+		// Bound as root, so the VMM could not unlink it after its drop.
+		os.Remove(p.cfg.Vsock.UDS)
+	}
 	close(p.done)
 }
 
