@@ -10,9 +10,6 @@ package lab
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -30,9 +27,6 @@ import (
 	"sandfs/vmm/probe"
 	"sandfs/vmm/tailbuf"
 )
-
-//go:embed init.sh
-var initScript []byte
 
 // GuestRepo is where the repo checkout appears inside the lab.
 const GuestRepo = "/opt/sandfs"
@@ -70,115 +64,6 @@ type Result struct {
 // ErrNoStatus means the guest stopped without reporting the command's status
 // (kernel panic, missing init, QEMU failure).
 var ErrNoStatus = errors.New("lab: guest exited without reporting a status")
-
-// CacheDir is ${SANDFS_CACHE:-/var/cache/sandfs}.
-func CacheDir() string {
-	if d := os.Getenv("SANDFS_CACHE"); d != "" {
-		return d
-	}
-	return "/var/cache/sandfs"
-}
-
-// FindRepo finds the sandfs checkout: $SANDFS_REPO, else the parent of the
-// directory holding the running executable (bin/sandfs), else the nearest
-// ancestor of the working directory whose go.mod declares module sandfs.
-func FindRepo() (string, error) {
-	isRepo := func(d string) bool {
-		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		return err == nil && bytes.HasPrefix(b, []byte("module sandfs\n"))
-	}
-	if d := os.Getenv("SANDFS_REPO"); d != "" {
-		if !isRepo(d) {
-			return "", fmt.Errorf("lab: SANDFS_REPO is not a sandfs checkout %q", d)
-		}
-		return filepath.Abs(d)
-	}
-	if exe, err := os.Executable(); err == nil {
-		if exe, err = filepath.EvalSymlinks(exe); err == nil {
-			if d := filepath.Dir(filepath.Dir(exe)); isRepo(d) {
-				return d, nil
-			}
-		}
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("lab: getwd: %v", err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if isRepo(d) {
-			return d, nil
-		}
-		if d == filepath.Dir(d) {
-			return "", fmt.Errorf("lab: no sandfs checkout above %q (set SANDFS_REPO)", wd)
-		}
-	}
-}
-
-// shellQuote quotes s for /bin/sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// bashStatic is Debian's bash-static: the lab's /bin/bash, so that the
-// project's scripts (make run's tools/lab/run.sh) and the docs' transcripts
-// run there as on the host.
-const bashStatic = "/bin/bash-static"
-
-// initramfs builds the lab initramfs: busybox-static, bash-static, the init
-// script, the command and its environment.
-func initramfs(busybox string, o *Options) ([]byte, error) {
-	bb, err := os.ReadFile(busybox)
-	if err != nil {
-		return nil, fmt.Errorf("lab: read busybox: %v (apt-get install busybox-static)", err)
-	}
-	bash, err := os.ReadFile(bashStatic)
-	if err != nil {
-		return nil, fmt.Errorf("lab: read bash: %v (apt-get install bash-static)", err)
-	}
-	var cmd strings.Builder
-	cmd.WriteString("exec")
-	for _, a := range o.Args {
-		cmd.WriteString(" " + shellQuote(a))
-	}
-	cmd.WriteString("\n")
-	env := []string{
-		"HOME=/root",
-		"TMPDIR=/tmp",
-		"PATH=" + GuestRepo + "/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"SANDFS_LAB=1",
-		"SANDFS_REPO=" + GuestRepo,
-		"SANDFS_KERNEL=" + GuestRepo + "/build/vmlinuz",
-		"SANDFS_TEMPLATES=" + GuestRepo + "/build/templates",
-		"SANDFS_LAB_DIR=" + o.Dir,
-	}
-	env = append(env, o.Env...)
-	var envf strings.Builder
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t\n'\"$;=") {
-			return nil, fmt.Errorf("lab: bad environment entry %q", kv)
-		}
-		envf.WriteString("export " + k + "=" + shellQuote(v) + "\n")
-	}
-	var buf bytes.Buffer
-	c := newCPIO(&buf)
-	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys",
-		"tmp", "run", "etc", "root", "opt", "opt/sandfs", "mnt", "var"} {
-		c.dir(d, 0o755)
-	}
-	c.chr("dev/console", 0o600, 5, 1)
-	c.chr("dev/null", 0o666, 1, 3)
-	c.file("bin/busybox", 0o755, bb)
-	c.symlink("bin/sh", "busybox")
-	c.file("bin/bash", 0o755, bash)
-	c.file("init", 0o755, initScript)
-	c.file("run/cmd", 0o644, []byte(cmd.String()))
-	c.file("run/env", 0o644, []byte(envf.String()))
-	if err := c.close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
 
 // Run boots the lab, runs o.Args inside and returns its exit status.
 //
@@ -458,29 +343,4 @@ func envInt(k string, def int) int {
 		return v
 	}
 	return def
-}
-
-// ServeTokenPath is the repo-relative file holding the 9P TCP token that
-// `sandfs lab serve` gives the daemon inside the lab (it reads it through
-// the read-only share) and that the host's `sandfs mount --token-file` uses.
-const ServeTokenPath = "build/lab/token"
-
-// ServeToken returns the host path of the lab serve token, creating it
-// (32 hex digits, mode 0600) if missing.
-func ServeToken(repo string) (string, error) {
-	p := filepath.Join(repo, ServeTokenPath)
-	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		return p, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return "", fmt.Errorf("lab: token dir: %v", err)
-	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("lab: token: %v", err)
-	}
-	if err := os.WriteFile(p, []byte(hex.EncodeToString(raw[:])+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("lab: write token %q: %v", p, err)
-	}
-	return p, nil
 }
