@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -78,4 +79,17 @@ func initramfs(busybox string, o *Options) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// writeInitramfs writes the initramfs for o into dir and returns its path.
+func writeInitramfs(dir string, o *Options) (string, error) {
+	img, err := initramfs("/bin/busybox", o)
+	if err != nil {
+		return "", err
+	}
+	initrd := filepath.Join(dir, "initrd.cpio")
+	if err := os.WriteFile(initrd, img, 0o600); err != nil {
+		return "", fmt.Errorf("lab: write initrd: %v", err)
+	}
+	return initrd, nil
 }
