@@ -28,9 +28,8 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func runLab(args []string) int {
-	serve := false
-	if len(args) > 0 && args[0] == "serve" {
-		serve = true
+	serve := len(args) > 0 && args[0] == "serve"
+	if serve {
 		args = args[1:]
 	}
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
@@ -50,45 +49,23 @@ func runLab(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	o := lab.Options{Env: env, Dir: *dir, MemMiB: *mem, CPUs: *cpus, Timeout: *timeout}
-	for _, f := range fwd {
-		h, g, ok := strings.Cut(f, ":")
-		hp, err1 := strconv.Atoi(h)
-		gp, err2 := strconv.Atoi(g)
-		if !ok || err1 != nil || err2 != nil {
-			fmt.Fprintf(os.Stderr, "sandfs lab: bad -p, want HOST:GUEST %q\n", f)
-			return 2
-		}
-		o.Forward = append(o.Forward, lab.Forward{Host: hp, Guest: gp})
+	forwards, err := parseForwards(fwd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandfs lab: %v\n", err)
+		return 2
 	}
 	repo, err := lab.FindRepo()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
 		return 125
 	}
-	o.Repo = repo
-	if o.Dir == "" {
-		o.Dir = lab.GuestRepo
-		if wd, err := os.Getwd(); err == nil {
-			if rel, err := filepath.Rel(repo, wd); err == nil && !strings.HasPrefix(rel, "..") {
-				o.Dir = filepath.Join(lab.GuestRepo, rel)
-			}
-		}
-	}
-	o.Args = fs.Args()
+	o := lab.Options{Repo: repo, Args: fs.Args(), Env: env, Dir: labDir(repo, *dir),
+		MemMiB: *mem, CPUs: *cpus, Forward: forwards, Timeout: *timeout}
 	if serve {
-		p9 := envPort("SANDFS_LAB_9P_PORT", 5640)
-		o.Forward = append(o.Forward, lab.Forward{Host: p9, Guest: 5640})
-		tokenFile, err := lab.ServeToken(repo)
-		if err != nil {
+		if err := serveInLab(&o); err != nil {
 			fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
 			return 125
 		}
-		guestToken := lab.GuestRepo + "/" + lab.ServeTokenPath
-		o.Args = append([]string{lab.GuestRepo + "/bin/sandfs", "serve", "--listen", "tcp:0.0.0.0:5640",
-			"--state", "/tmp/sandfs-state", "--token-file", guestToken, "--mount="}, o.Args...)
-		fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab; 9P at 127.0.0.1:%d (token in %s); Ctrl-C stops\n",
-			p9, tokenFile)
 	} else if len(o.Args) == 0 {
 		fs.Usage()
 		return 2
@@ -100,6 +77,60 @@ func runLab(args []string) int {
 		o.Log = os.Stderr
 		o.Console = os.Stderr
 	}
+	return bootLab(o, *verbose)
+}
+
+// parseForwards parses -p's HOST:GUEST port pairs.
+func parseForwards(fwd []string) ([]lab.Forward, error) {
+	var forwards []lab.Forward
+	for _, f := range fwd {
+		h, g, ok := strings.Cut(f, ":")
+		hp, err1 := strconv.Atoi(h)
+		gp, err2 := strconv.Atoi(g)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("bad -p, want HOST:GUEST %q", f)
+		}
+		forwards = append(forwards, lab.Forward{Host: hp, Guest: gp})
+	}
+	return forwards, nil
+}
+
+// labDir is the command's working directory in the lab: dir if given,
+// else the current directory's place under /opt/sandfs, else /opt/sandfs.
+func labDir(repo, dir string) string {
+	if dir != "" {
+		return dir
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(repo, wd); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.Join(lab.GuestRepo, rel)
+		}
+	}
+	return lab.GuestRepo
+}
+
+// serveInLab makes o run the daemon inside the lab (lab serve): o.Args
+// become extra arguments of sandfs serve, whose 9P port is forwarded to
+// the host's $SANDFS_LAB_9P_PORT (default 5640) and whose token the host
+// finds in the repo (lab.ServeToken).
+func serveInLab(o *lab.Options) error {
+	p9 := envPort("SANDFS_LAB_9P_PORT", 5640)
+	o.Forward = append(o.Forward, lab.Forward{Host: p9, Guest: 5640})
+	tokenFile, err := lab.ServeToken(o.Repo)
+	if err != nil {
+		return err
+	}
+	guestToken := lab.GuestRepo + "/" + lab.ServeTokenPath
+	o.Args = append([]string{lab.GuestRepo + "/bin/sandfs", "serve", "--listen", "tcp:0.0.0.0:5640",
+		"--state", "/tmp/sandfs-state", "--token-file", guestToken, "--mount="}, o.Args...)
+	fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab; 9P at 127.0.0.1:%d (token in %s); Ctrl-C stops\n",
+		p9, tokenFile)
+	return nil
+}
+
+// bootLab runs o in the lab until it ends or SIGINT/SIGTERM, and returns
+// the command's exit status (125 if the lab failed).
+func bootLab(o lab.Options, verbose bool) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
@@ -111,7 +142,7 @@ func runLab(args []string) int {
 		}
 		return 125
 	}
-	if *verbose {
+	if verbose {
 		fmt.Fprintf(os.Stderr, "lab: exit %d, total %.1fs\n", res.Status, time.Since(start).Seconds())
 	}
 	return res.Status
