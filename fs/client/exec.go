@@ -82,51 +82,96 @@ func (e *StartError) Unwrap() error { return e.Err }
 // procs/<n>/wait once the process has ended and its output is read.
 // A command that cannot start is a *StartError with the agent's text.
 func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, error) {
+	p, err := c.startProc(id, o)
+	if err != nil {
+		return Status{}, err
+	}
+	defer p.clone.Close()
+	outputDone := p.copyOutput(o.Stdout, o.Stderr)
+	if o.Stdin != nil {
+		go p.feedStdin(o.Stdin)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	if o.Signals != nil {
+		go p.forwardSignals(o.Signals, stop)
+	}
+	if err := outputDone(); err != nil {
+		return Status{}, err
+	}
+	return p.wait()
+}
+
+// execProc is the process slot Exec drives: its clone handle, which is
+// its ctl, and where its files are.
+type execProc struct {
+	c       *Client
+	clone   *File
+	dir     string // sandboxes/<id>/procs/<n>/
+	errPath string // sandboxes/<id>/err
+}
+
+// startProc takes a slot in sandbox id's procs/ and starts o's command
+// in it (startMsgs).
+func (c *Client) startProc(id string, o ExecOptions) (_ *execProc, err error) {
 	dir := "sandboxes/" + id + "/procs/"
 	errPath := "sandboxes/" + id + "/err"
 	clone, err := c.Open(dir+"clone", syscall.O_RDWR)
 	if err != nil {
-		return Status{}, c.explain("open "+dir+"clone", err.(*Error).Errno, errPath)
+		return nil, c.explain("open "+dir+"clone", err.(*Error).Errno, errPath)
 	}
-	defer clone.Close()
+	defer func() {
+		if err != nil {
+			clone.Close()
+		}
+	}()
 	b, err := io.ReadAll(clone)
 	if err != nil {
-		return Status{}, err
+		return nil, err
 	}
-	n := strings.TrimSpace(string(b))
-	pdir := dir + n + "/"
+	for _, m := range startMsgs(o) {
+		if err := clone.Msg(m, errPath); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return nil, &StartError{e}
+			}
+			return nil, err
+		}
+	}
+	return &execProc{c: c, clone: clone, dir: dir + strings.TrimSpace(string(b)) + "/", errPath: errPath}, nil
+}
+
+// startMsgs are the ctl messages that set up o's process and start it.
+func startMsgs(o ExecOptions) []string {
 	var msgs []string
 	if o.User != "" {
-		msgs = append(msgs, "user "+msg.Quote(o.User))
+		msgs = append(msgs, ctlMsg("user", o.User))
 	}
 	if o.Cwd != "" {
-		msgs = append(msgs, "cwd "+msg.Quote(o.Cwd))
+		msgs = append(msgs, ctlMsg("cwd", o.Cwd))
 	}
 	if len(o.Env) > 0 {
-		m := "env"
-		for _, kv := range o.Env {
-			m += " " + msg.Quote(kv)
-		}
-		msgs = append(msgs, m)
+		msgs = append(msgs, ctlMsg("env", o.Env...))
 	}
 	if o.Stdin == nil {
 		msgs = append(msgs, "stdin off")
 	}
-	start := "start"
-	for _, a := range o.Argv {
-		start += " " + msg.Quote(a)
-	}
-	msgs = append(msgs, start)
-	for _, m := range msgs {
-		if err := clone.Msg(m, errPath); err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				return Status{}, &StartError{e}
-			}
-			return Status{}, err
-		}
-	}
+	return append(msgs, ctlMsg("start", o.Argv...))
+}
 
+// ctlMsg is the message verb with args, each quoted as needed.
+func ctlMsg(verb string, args ...string) string {
+	m := verb
+	for _, a := range args {
+		m += " " + msg.Quote(a)
+	}
+	return m
+}
+
+// copyOutput copies the process's stdout and stderr to stdout and stderr
+// (nil: discarded) as they come; the function it returns waits until
+// both have ended and returns the first error.
+func (p *execProc) copyOutput(stdout, stderr io.Writer) (wait func() error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	stream := func(name string, w io.Writer) {
@@ -134,59 +179,62 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 		if w == nil {
 			w = io.Discard
 		}
-		f, err := c.Open(pdir+name, syscall.O_RDONLY)
+		f, err := p.c.Open(p.dir+name, syscall.O_RDONLY)
 		if err != nil {
-			errs <- c.explain("open "+pdir+name, err.(*Error).Errno, errPath)
+			errs <- p.c.explain("open "+p.dir+name, err.(*Error).Errno, p.errPath)
 			return
 		}
 		defer f.Close()
 		if _, err := io.Copy(w, f); err != nil {
-			errs <- c.explain("read "+pdir+name, msg.Errno(err), errPath)
+			errs <- p.c.explain("read "+p.dir+name, msg.Errno(err), p.errPath)
 		}
 	}
 	wg.Add(2)
-	go stream("stdout", o.Stdout)
-	go stream("stderr", o.Stderr)
-	if o.Stdin != nil {
-		go func() {
-			f, err := c.Open(pdir+"stdin", syscall.O_WRONLY)
-			if err != nil {
-				return
-			}
-			io.Copy(f, o.Stdin) // EPIPE once the process is gone: fine
-			f.Close()
-			clone.Msg("closestdin", "")
-		}()
+	go stream("stdout", stdout)
+	go stream("stderr", stderr)
+	return func() error {
+		wg.Wait()
+		close(errs)
+		return <-errs
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	if o.Signals != nil {
-		go func() {
-			for {
-				select {
-				case s := <-o.Signals:
-					if sig, ok := s.(syscall.Signal); ok {
-						clone.Msg(fmt.Sprintf("signal %d", int(sig)), "")
-					}
-				case <-stop:
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return Status{}, err
-	}
-	w, err := c.Open(pdir+"wait", syscall.O_RDONLY)
+}
+
+// feedStdin copies r to the process's stdin, then closes it.
+func (p *execProc) feedStdin(r io.Reader) {
+	f, err := p.c.Open(p.dir+"stdin", syscall.O_WRONLY)
 	if err != nil {
-		return Status{}, c.explain("open "+pdir+"wait", err.(*Error).Errno, errPath)
+		return
+	}
+	io.Copy(f, r) // EPIPE once the process is gone: fine
+	f.Close()
+	p.clone.Msg("closestdin", "")
+}
+
+// forwardSignals writes `signal N` to the process's ctl for each signal
+// from sigs until stop is closed.
+func (p *execProc) forwardSignals(sigs <-chan os.Signal, stop <-chan struct{}) {
+	for {
+		select {
+		case s := <-sigs:
+			if sig, ok := s.(syscall.Signal); ok {
+				p.clone.Msg(fmt.Sprintf("signal %d", int(sig)), "")
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+// wait reads the process's wait file: its status once it has ended.
+func (p *execProc) wait() (Status, error) {
+	w, err := p.c.Open(p.dir+"wait", syscall.O_RDONLY)
+	if err != nil {
+		return Status{}, p.c.explain("open "+p.dir+"wait", err.(*Error).Errno, p.errPath)
 	}
 	defer w.Close()
 	line, err := io.ReadAll(w)
 	if err != nil {
-		return Status{}, c.explain("read "+pdir+"wait", msg.Errno(err), errPath)
+		return Status{}, p.c.explain("read "+p.dir+"wait", msg.Errno(err), p.errPath)
 	}
 	return parseStatus(string(line)), nil
 }
