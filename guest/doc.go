@@ -170,9 +170,10 @@
 //
 // # Host helpers
 //
-// DialHybrid does the VMM's hybrid-vsock CONNECT handshake; Dial attaches
-// a p9 client over the result. After a snapshot restore, retry: the
-// guest may drop the first connection while its vsock transport resets.
+// Dial attaches a p9 client over a stream to the agent (from the host,
+// ctl.DialVsock's hybrid-vsock CONNECT handshake). After a snapshot
+// restore, retry: the guest may drop the first connection while its vsock
+// transport resets.
 //
 // # Reaping
 //

@@ -3,12 +3,10 @@ package guest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"net"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -173,44 +171,4 @@ func Dial(conn net.Conn) (*p9.Client, p9.File, error) {
 		return nil, nil, err
 	}
 	return c, root, nil
-}
-
-// DialHybrid opens a host→guest vsock stream through a VMM's hybrid vsock
-// unix socket (the Firecracker convention the sandfs VMM follows): it
-// sends "CONNECT <port>\n" and expects "OK <host port>\n". The returned
-// conn carries only the guest's bytes after that line. Right after a
-// snapshot restore the guest may drop the first connection (its vsock
-// transport is being reset); callers retry Dial briefly.
-func DialHybrid(uds string, port uint32, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("unix", uds, timeout)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := fmt.Fprintf(c, "CONNECT %d\n", port); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.SetReadDeadline(time.Now().Add(timeout))
-	// One byte at a time: nothing after the newline may be consumed.
-	var line []byte
-	b := make([]byte, 1)
-	for {
-		if _, err := c.Read(b); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("vsock CONNECT %d: %w", port, err)
-		}
-		if b[0] == '\n' {
-			break
-		}
-		if line = append(line, b[0]); len(line) > 64 {
-			c.Close()
-			return nil, fmt.Errorf("vsock CONNECT %d: reply too long %q", port, line)
-		}
-	}
-	c.SetReadDeadline(time.Time{})
-	if !strings.HasPrefix(string(line), "OK ") {
-		c.Close()
-		return nil, fmt.Errorf("vsock CONNECT %d: %q", port, line)
-	}
-	return c, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
+	"sandfs/ctl"
 	"sandfs/guest"
 	"sandfs/test/testenv"
 	"sandfs/vmm"
@@ -106,7 +107,9 @@ func (v *vm) launch() p9.File {
 	})
 	start := time.Now()
 	for {
-		c, err := guest.DialHybrid(v.cfg.Vsock.UDS, guest.DefaultPort, 5*time.Second)
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := ctl.DialVsock(dctx, v.cfg.Vsock.UDS, guest.DefaultPort)
+		dcancel()
 		if err == nil {
 			var cl *p9.Client
 			var root p9.File
