@@ -12,6 +12,7 @@ import (
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
 )
 
 func TestFSAllBytes(t *testing.T) {
@@ -97,7 +98,7 @@ func TestFSAllBytes(t *testing.T) {
 	if err := d.UnlinkAt("link", 0); err != nil {
 		t.Error(err)
 	}
-	if err := d.UnlinkAt("sub", 0x200); err != nil { // AT_REMOVEDIR
+	if err := d.UnlinkAt("sub", unix.AT_REMOVEDIR); err != nil {
 		t.Error(err)
 	}
 	if _, err := d.StatFS(); err != nil {
