@@ -55,12 +55,6 @@ func NewServer(root string, opt Options) *Server {
 	return &Server{root: root, procs: newProcTable(opt.Etc, opt.Retention), opt: opt, sys: realSysOps("/")}
 }
 
-// Serve serves a new Server for root on every connection l accepts
-// until l fails. This is what sandfs-init runs on its vsock listener.
-func Serve(l net.Listener, root string) error {
-	return NewServer(root, Options{}).Serve(l)
-}
-
 // Serve accepts connections on l and serves each in its own goroutine.
 func (s *Server) Serve(l net.Listener) error {
 	for {
