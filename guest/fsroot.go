@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"sync"
@@ -407,7 +408,7 @@ func readDirents(fd int) ([]p9.Dirent, error) {
 			reclen := int(*(*uint16)(unsafe.Pointer(&b[16])))
 			typ := b[18]
 			name := b[19:reclen]
-			if i := indexByte(name, 0); i >= 0 {
+			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
 			b = b[reclen:]
@@ -429,13 +430,4 @@ func readDirents(fd int) ([]p9.Dirent, error) {
 		out = []p9.Dirent{}
 	}
 	return out, nil
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
