@@ -97,11 +97,17 @@ func (f *fsFile) Symlink(oldName, newName string, uid p9.UID, gid p9.GID) (p9.QI
 	if err := unix.Symlinkat(oldName, f.fd, newName); err != nil {
 		return p9.QID{}, sysErr(err)
 	}
-	if err := chownAt(f.fd, newName, uid, gid); err != nil {
+	return f.chownNew(newName, uid, gid)
+}
+
+// chownNew gives the entry name, just made in this directory, the
+// client's owner and returns its QID.
+func (f *fsFile) chownNew(name string, uid p9.UID, gid p9.GID) (p9.QID, error) {
+	if err := chownAt(f.fd, name, uid, gid); err != nil {
 		return p9.QID{}, sysErr(err)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(f.fd, newName, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(f.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return p9.QID{}, sysErr(err)
 	}
 	return qidOf(&st), nil
@@ -127,14 +133,7 @@ func (f *fsFile) Mknod(name string, mode p9.FileMode, major, minor uint32, uid p
 	if err := unix.Mknodat(f.fd, name, uint32(mode), int(unix.Mkdev(major, minor))); err != nil {
 		return p9.QID{}, sysErr(err)
 	}
-	if err := chownAt(f.fd, name, uid, gid); err != nil {
-		return p9.QID{}, sysErr(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(f.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return p9.QID{}, sysErr(err)
-	}
-	return qidOf(&st), nil
+	return f.chownNew(name, uid, gid)
 }
 
 // Rename implements p9.File.Rename (never called by the server).
