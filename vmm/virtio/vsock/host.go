@@ -11,6 +11,11 @@ import (
 	"time"
 )
 
+// The host side: host → guest connections start on the listener
+// (acceptLoop, hostConnect); guest → host ones are dialed to
+// "<uds>_<port>" (dial). Once established, a connection's reader moves
+// unix data into conn.rx and its writer moves conn.out to the socket.
+
 // acceptLoop accepts host clients on "<uds>" until the listener closes.
 func (d *Device) acceptLoop() {
 	defer close(d.lnDone)

@@ -5,6 +5,11 @@ import (
 	"time"
 )
 
+// Packets to the guest. Control packets wait in Device.ctrl and go first;
+// then each connection in turn sends host data within the guest's credit
+// (conn.go). fillRx runs on the rx queue's goroutine, sendEvents on the
+// event queue's.
+
 // ctrlPkt is a packet without payload (RESPONSE, RST, CREDIT_UPDATE…)
 // waiting in Device.ctrl for an RX buffer; it goes out before any data.
 type ctrlPkt struct {

@@ -13,43 +13,6 @@ import (
 	"sandfs/vmm/virtio"
 )
 
-const (
-	rxQueue = 0
-	txQueue = 1
-	evQueue = 2
-
-	queueSize   = 256
-	evQueueSize = 16
-
-	// bufAlloc is the receive buffer the VMM advertises per connection:
-	// at most this much guest data waits to be written to a unix socket.
-	bufAlloc = 256 << 10
-	// rxHigh bounds host data read ahead of the guest's credit.
-	rxHigh = 256 << 10
-	// maxPayload caps one packet's payload (VIRTIO_VSOCK_MAX_PKT_BUF_SIZE).
-	maxPayload = 64 << 10
-	// firstLocalPort is where host-initiated connections' ports start.
-	firstLocalPort = 1 << 30
-	// connectTimeout bounds reading "CONNECT <port>\n".
-	connectTimeout = 10 * time.Second
-	// maxConns bounds a guest's connections (REQUESTs beyond it get RST),
-	// maxCtrl the control packets waiting for RX buffers (a guest that
-	// provokes RSTs without posting buffers loses the excess ones).
-	maxConns = 1024
-	maxCtrl  = 4096
-	// resetHold bounds how long packets wait for a TRANSPORT_RESET to be
-	// handled by the guest.
-	resetHold = 2 * time.Second
-)
-
-// Config describes a vsock device.
-type Config struct {
-	// GuestCID is the guest's context ID (default 3).
-	GuestCID uint64
-	// UDS is the host unix socket path (see the package doc).
-	UDS string
-}
-
 // Device is a virtio-vsock device: a guest's rx, tx and event queues
 // (rx.go, tx.go) on one side, a unix listener and one unix stream per
 // connection (host.go) on the other.
@@ -80,6 +43,43 @@ type Device struct {
 	resetSince    time.Time
 	closed        bool
 }
+
+// Config describes a vsock device.
+type Config struct {
+	// GuestCID is the guest's context ID (default 3).
+	GuestCID uint64
+	// UDS is the host unix socket path (see the package doc).
+	UDS string
+}
+
+const (
+	rxQueue = 0
+	txQueue = 1
+	evQueue = 2
+
+	queueSize   = 256
+	evQueueSize = 16
+
+	// bufAlloc is the receive buffer the VMM advertises per connection:
+	// at most this much guest data waits to be written to a unix socket.
+	bufAlloc = 256 << 10
+	// rxHigh bounds host data read ahead of the guest's credit.
+	rxHigh = 256 << 10
+	// maxPayload caps one packet's payload (VIRTIO_VSOCK_MAX_PKT_BUF_SIZE).
+	maxPayload = 64 << 10
+	// firstLocalPort is where host-initiated connections' ports start.
+	firstLocalPort = 1 << 30
+	// connectTimeout bounds reading "CONNECT <port>\n".
+	connectTimeout = 10 * time.Second
+	// maxConns bounds a guest's connections (REQUESTs beyond it get RST),
+	// maxCtrl the control packets waiting for RX buffers (a guest that
+	// provokes RSTs without posting buffers loses the excess ones).
+	maxConns = 1024
+	maxCtrl  = 4096
+	// resetHold bounds how long packets wait for a TRANSPORT_RESET to be
+	// handled by the guest.
+	resetHold = 2 * time.Second
+)
 
 var _ virtio.Device = (*Device)(nil)
 
