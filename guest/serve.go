@@ -98,6 +98,15 @@ func (s *Server) ServeConn(c io.ReadWriteCloser) {
 	srv.Handle(cc, cc)
 }
 
+// conn is one 9P connection: ctx ends when the connection's reader sees
+// EOF or an error, which ends every blocking read on it (p9 waits for all
+// in-flight requests before it closes the fids of a dead connection).
+type conn struct {
+	s    *Server
+	ctx  context.Context
+	wire wireState // Tflush/Tclunk tracking, see wire.go
+}
+
 // ctxConn cancels the connection's context when reading from it fails,
 // which is how blocking reads learn that their client is gone, and shows
 // every byte read to the sniffer (wire.go), which is how they learn of

@@ -1,7 +1,6 @@
 package guest
 
 import (
-	"context"
 	"strconv"
 	"time"
 
@@ -10,15 +9,6 @@ import (
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
 )
-
-// conn is one 9P connection: ctx ends when the connection's reader sees
-// EOF or an error, which ends every blocking read on it (p9 waits for all
-// in-flight requests before it closes the fids of a dead connection).
-type conn struct {
-	s    *Server
-	ctx  context.Context
-	wire wireState // Tflush/Tclunk tracking, see wire.go
-}
 
 // Synthetic QIDs live in the top half of the path space, away from the
 // inode numbers fs/ uses: 1<<63 | n<<8 | kind.
