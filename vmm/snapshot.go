@@ -136,12 +136,3 @@ func LoadState(dir string) (*State, error) {
 	}
 	return &st, nil
 }
-
-// RAM is the host mapping of guest RAM (for snapshot code in this process:
-// soft-dirty scans of /proc/self/pagemap, incremental writes). Region i of
-// boot.RAMLayout(len) starts at its Offset. Read it only while paused.
-func (m *Machine) RAM() []byte { return m.ram.mem }
-
-// RAMFromFile reports whether guest RAM is a MAP_PRIVATE mapping of a
-// snapshot file (pages not yet written by the guest read from the file).
-func (m *Machine) RAMFromFile() bool { return m.ram.file }
