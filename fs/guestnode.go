@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
 
 	"sandfs/ctl"
 )
@@ -344,7 +345,7 @@ func (d *guestDir) Remove(ctx context.Context, name string, dir bool) error {
 	}
 	var flags uint32
 	if dir {
-		flags = 0x200 // AT_REMOVEDIR
+		flags = unix.AT_REMOVEDIR
 	}
 	err = d.g.do(ctx, s, "remove "+where, true, nil, func() error {
 		_, f, err := s.root.Walk(d.names)

@@ -3,7 +3,6 @@ package fs
 import (
 	"bytes"
 	"context"
-	"errors"
 	iofs "io/fs"
 	"syscall"
 	"time"
@@ -149,6 +148,3 @@ var (
 	errAccess   error = syscall.EACCES // open for an access the file does not offer
 	errBadFD    error = syscall.EBADF  // write on a read-only open, or the reverse
 )
-
-// IsNotFound reports whether err means "no such file".
-func IsNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }

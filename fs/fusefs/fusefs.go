@@ -482,6 +482,3 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	return errno(h.h.Close())
 }
-
-// MkdirAll makes dir if it is missing (a mount point).
-func MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }

@@ -10,6 +10,7 @@ import (
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
 
 	"sandfs/ctl"
 	sfs "sandfs/fs"
@@ -289,7 +290,7 @@ func (f *file) UnlinkAt(name string, flags uint32) error {
 	if !f.ch.IsDir() {
 		return f.dirErr()
 	}
-	return errno(f.ch.Remove(f.c.ctx, name, flags&0x200 != 0)) // AT_REMOVEDIR
+	return errno(f.ch.Remove(f.c.ctx, name, flags&unix.AT_REMOVEDIR != 0))
 }
 
 // gate is the attach point of a connection that must name the token: its
