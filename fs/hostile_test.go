@@ -409,10 +409,13 @@ func TestHostileGuest(t *testing.T) {
 			rctx, cancel := context.WithCancel(bg)
 			time.AfterFunc(50*time.Millisecond, cancel) // as a FUSE interrupt
 			_, err := h.Read(rctx, make([]byte, 64<<10), 0)
-			if !errors.Is(err, syscall.EINTR) {
+			b, _ = c.ReadFile("sandboxes/evil/err")
+			// The session is closed (and err says why) just after the
+			// read that went over the bound returned EINTR, so a read
+			// may meet the closed session before the loop sees err.
+			if !errors.Is(err, syscall.EINTR) && !strings.Contains(string(b), "given up without an answer") {
 				t.Fatalf("interrupted read %d = %v; want EINTR", i, err)
 			}
-			b, _ = c.ReadFile("sandboxes/evil/err")
 		}
 		if !strings.Contains(string(b), "given up without an answer") {
 			t.Errorf("evil/err = %q; want the session closed for unanswered reads", b)
