@@ -9,14 +9,10 @@ import (
 	"sandfs/ctl/msg"
 )
 
-// GuestPort is the vsock port on which the guest agent (sandfs-init)
-// serves its 9P2000.L tree (procs/, fs/; see package guest).
-const GuestPort = 564
-
 // GuestDialer is optionally implemented by a Machine whose guest can be
 // reached over vsock: DialGuest returns a stream connected to the given
 // guest port. The VMM's machine implements it with the hybrid-vsock
-// handshake (vsockConnect: connect to the VMM's vsock unix socket, send
+// handshake (hybrid.Dial: connect to the VMM's vsock unix socket, send
 // "CONNECT <port>\n", read "OK <n>\n"). DialGuest must give up when ctx
 // ends; it is called with no ctl lock held.
 type GuestDialer interface {

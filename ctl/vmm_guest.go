@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"net"
+	"sandfs/vmm/virtio/vsock/hybrid"
 	"syscall"
 )
 
@@ -12,12 +13,12 @@ var (
 )
 
 // DialGuest implements GuestDialer: the hybrid vsock handshake on the
-// VMM's vsock socket (DialVsock).
+// VMM's vsock socket (hybrid.Dial).
 func (m *vmmMachine) DialGuest(ctx context.Context, port uint32) (net.Conn, error) {
 	if m.uds == "" {
 		return nil, Errorf(syscall.ENOTSUP, "guest: machine has no vsock")
 	}
-	return DialVsock(ctx, m.uds, port)
+	return hybrid.Dial(ctx, m.uds, port)
 }
 
 // ConsolePath implements ConsolePather.

@@ -1,7 +1,6 @@
 package ctl
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"sandfs/test/testenv"
 	"sandfs/vmm/cgroup"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // TestVMMRuntime boots the base template through the real VMM (lab only):
@@ -56,23 +56,10 @@ func TestVMMRuntime(t *testing.T) {
 	t.Logf("Start returned after %v, pid %d", time.Since(start), m.(Pider).Pid())
 
 	// The agent serves 9P on vsock 564: the hybrid vsock answers CONNECT.
-	var reply string
-	for time.Since(start) < 2*time.Minute {
-		c, err := net.Dial("unix", filepath.Join(dir, "vsock", "vsock.sock"))
-		if err == nil {
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			c.Write([]byte("CONNECT 564\n"))
-			reply, _ = bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(reply, "OK ") {
-				break
-			}
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	con, _ := os.ReadFile(filepath.Join(dir, "console"))
-	if !strings.HasPrefix(reply, "OK ") {
-		t.Fatalf("guest agent not reachable over vsock (last reply %q); console:\n%s", reply, tailText(string(con), 3000))
+	sock := filepath.Join(dir, "vsock", "vsock.sock")
+	if err := dialAgent(ctx, sock, 2*time.Minute-time.Since(start), 500*time.Millisecond); err != nil {
+		con, _ := os.ReadFile(filepath.Join(dir, "console"))
+		t.Fatalf("guest agent not reachable over vsock (last error: %v); console:\n%s", err, tailText(string(con), 3000))
 	}
 	t.Logf("guest agent answered after %v", time.Since(start))
 	checkJailed(t, r, m, dir, uid)
@@ -112,24 +99,10 @@ func TestVMMRuntime(t *testing.T) {
 	}
 	defer m2.Stop(context.Background())
 	t.Logf("restore: StartFrom returned after %v", time.Since(start))
-	reply = ""
-	for time.Since(start) < time.Minute {
-		c, err := net.Dial("unix", filepath.Join(dir, "vsock", "vsock.sock"))
-		if err == nil {
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			c.Write([]byte("CONNECT 564\n"))
-			reply, _ = bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(reply, "OK ") {
-				break
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !strings.HasPrefix(reply, "OK ") {
+	if err := dialAgent(ctx, sock, time.Minute-time.Since(start), 200*time.Millisecond); err != nil {
 		con, _ := os.ReadFile(filepath.Join(dir, "console"))
 		log, _ := os.ReadFile(filepath.Join(dir, "vmm.log"))
-		t.Fatalf("restored agent not reachable (last reply %q); console:\n%s\nvmm.log:\n%s", reply, tailText(string(con), 2000), tailText(string(log), 2000))
+		t.Fatalf("restored agent not reachable (last error: %v); console:\n%s\nvmm.log:\n%s", err, tailText(string(con), 2000), tailText(string(log), 2000))
 	}
 	t.Logf("restored guest agent answered after %v", time.Since(start))
 	checkJailed(t, r, m2, dir, uid)
@@ -222,4 +195,22 @@ func tailText(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// dialAgent retries hybrid.Dial to the guest agent's port on the hybrid
+// vsock socket sock, every interval, until the agent answers or within
+// has passed; it returns the last error.
+func dialAgent(ctx context.Context, sock string, within, every time.Duration) error {
+	err := fmt.Errorf("dial agent: no attempt in %v", within)
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(every) {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var c net.Conn
+		c, err = hybrid.Dial(dctx, sock, hybrid.AgentPort)
+		cancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+	}
+	return err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hugelgupf/p9/p9"
 
 	"sandfs/ctl"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // A sandbox's procs/ and fs/ are the guest agent's own (package guest),
@@ -222,7 +223,7 @@ func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
 			// (p9.ConnError hides the net.Error from errors.As.)
 			errno = syscall.ETIMEDOUT
 		}
-		return nil, ctl.Errorf(errno, "guest: sandbox %q: agent not answering on port %d: %v", g.sb.ID(), ctl.GuestPort, err)
+		return nil, ctl.Errorf(errno, "guest: sandbox %q: agent not answering on port %d: %v", g.sb.ID(), hybrid.AgentPort, err)
 	}
 	c.SetDeadline(time.Time{})
 	return &guestSession{cl: cl, root: root, dead: make(chan struct{})}, nil
@@ -234,7 +235,7 @@ func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
 func (g *guestLink) dialRetry(ctx context.Context) (net.Conn, error) {
 	wait := 20 * time.Millisecond
 	for {
-		c, err := g.sb.DialGuest(ctx, ctl.GuestPort)
+		c, err := g.sb.DialGuest(ctx, hybrid.AgentPort)
 		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
 			return c, err
 		}

@@ -22,6 +22,7 @@ import (
 	sfs "sandfs/fs"
 	"sandfs/fs/client"
 	"sandfs/guest"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // testAgent is a real guest agent (guest.Server) in a helper process
@@ -104,7 +105,7 @@ func TestHelperAgent(t *testing.T) {
 				}
 				line = append(line, b[0])
 			}
-			if string(line) != fmt.Sprintf("CONNECT %d", ctl.GuestPort) {
+			if string(line) != fmt.Sprintf("CONNECT %d", hybrid.AgentPort) {
 				c.Close()
 				return
 			}
@@ -152,7 +153,7 @@ var (
 )
 
 func (m *agentMachine) DialGuest(ctx context.Context, port uint32) (net.Conn, error) {
-	return ctl.DialVsock(ctx, m.a.sock, port)
+	return hybrid.Dial(ctx, m.a.sock, port)
 }
 
 func (m *agentMachine) ConsolePath() string { return m.console }

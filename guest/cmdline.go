@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sandfs/ctl/msg"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // Config is what sandfs-init reads from the kernel command line
@@ -35,15 +36,11 @@ type Config struct {
 	Debug    bool
 }
 
-// DefaultPort is the vsock port the guest agent listens on (9P's IANA
-// port, 564).
-const DefaultPort = 564
-
 // ParseCmdline parses the kernel command line. It returns the config and
 // one error per bad sandfs.* word (the caller logs them; init goes on with
 // the rest).
 func ParseCmdline(cmdline string) (Config, []error) {
-	c := Config{Iface: "eth0", Port: DefaultPort}
+	c := Config{Iface: "eth0", Port: hybrid.AgentPort}
 	var errs []error
 	bad := func(w, why string) {
 		errs = append(errs, msg.Errorf(syscall.EINVAL, "cmdline: %s %q", why, w))

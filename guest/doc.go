@@ -171,7 +171,7 @@
 // # Host helpers
 //
 // Dial attaches a p9 client over a stream to the agent (from the host,
-// ctl.DialVsock's hybrid-vsock CONNECT handshake). After a snapshot
+// hybrid.Dial's hybrid-vsock CONNECT handshake). After a snapshot
 // restore, retry: the guest may drop the first connection while its vsock
 // transport resets.
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sandfs/ctl/msg"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 func TestParseCmdline(t *testing.T) {
@@ -27,7 +28,7 @@ func TestParseCmdline(t *testing.T) {
 		}
 	}
 	c, _ = ParseCmdline("")
-	if c.Port != DefaultPort || c.IP != nil || !c.Time.IsZero() {
+	if c.Port != hybrid.AgentPort || c.IP != nil || !c.Time.IsZero() {
 		t.Errorf("defaults: %+v", c)
 	}
 }

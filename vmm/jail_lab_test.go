@@ -1,7 +1,6 @@
 package vmm_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"sandfs/ctl"
 	"sandfs/test/testenv"
 	"sandfs/vmm"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // TestJailedVMMAttacks plays a compromised VMM in the daemon's own setup:
@@ -87,25 +87,24 @@ func TestJailedVMMAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer victim.Stop(context.Background())
-	agent := func() string {
-		var reply string
+	// agent retries the hybrid-vsock handshake to the victim's agent
+	// for up to two minutes; it returns the last error.
+	agent := func() error {
+		var err error
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			c, err := net.Dial("unix", filepath.Join(vs.Dir, "vsock", "vsock.sock"))
-			if err != nil {
-				continue
-			}
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			c.Write([]byte("CONNECT 564\n"))
-			reply, _ = bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(reply, "OK ") {
-				break
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			var c net.Conn
+			c, err = hybrid.Dial(dctx, filepath.Join(vs.Dir, "vsock", "vsock.sock"), hybrid.AgentPort)
+			cancel()
+			if err == nil {
+				c.Close()
+				return nil
 			}
 		}
-		return reply
+		return err
 	}
-	if reply := agent(); !strings.HasPrefix(reply, "OK ") {
-		t.Fatalf("the victim's agent does not answer: %q", reply)
+	if err := agent(); err != nil {
+		t.Fatalf("the victim's agent does not answer: %v", err)
 	}
 	if err := victim.Pause(ctx); err != nil {
 		t.Fatal(err)
@@ -150,8 +149,8 @@ func TestJailedVMMAttacks(t *testing.T) {
 	if err := victim.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reply := agent(); !strings.HasPrefix(reply, "OK ") {
-		t.Errorf("the victim's agent no longer answers: %q", reply)
+	if err := agent(); err != nil {
+		t.Errorf("the victim's agent no longer answers: %v", err)
 	}
 	if err := attacker.Err(); err != nil {
 		t.Errorf("the attacker's VMM died: %v", err)

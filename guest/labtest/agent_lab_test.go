@@ -19,10 +19,10 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
-	"sandfs/ctl"
 	"sandfs/guest"
 	"sandfs/test/testenv"
 	"sandfs/vmm"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // TestMain doubles as the `sandfs vmm` process that vmm.Launch starts.
@@ -108,7 +108,7 @@ func (v *vm) launch() p9.File {
 	start := time.Now()
 	for {
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := ctl.DialVsock(dctx, v.cfg.Vsock.UDS, guest.DefaultPort)
+		c, err := hybrid.Dial(dctx, v.cfg.Vsock.UDS, hybrid.AgentPort)
 		dcancel()
 		if err == nil {
 			var cl *p9.Client

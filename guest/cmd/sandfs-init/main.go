@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sandfs/guest"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 func main() {
@@ -50,7 +51,7 @@ func main() {
 		return
 	}
 
-	cfg := guest.Config{Port: guest.DefaultPort}
+	cfg := guest.Config{Port: hybrid.AgentPort}
 	if *doInit {
 		cfg = initDuties()
 	}

@@ -1,8 +1,8 @@
 package labtest
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,6 +26,7 @@ import (
 	vnet "sandfs/vmm/virtio/net"
 	"sandfs/vmm/virtio/rng"
 	"sandfs/vmm/virtio/vsock"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // TestMain doubles as the guest's /init (the test binary is the initramfs).
@@ -234,25 +235,20 @@ func TestDevicesInGuest(t *testing.T) {
 	// host → guest vsock: 10 MB through the guest's echo server.
 	con.waitFor(t, "VTEST vsock-listening", 60*time.Second)
 	h2g := time.Now()
-	hc, err := net.Dial("unix", uds)
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	hc, err := hybrid.Dial(dctx, uds, guestListenPort)
+	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hc.Close()
-	fmt.Fprintf(hc, "CONNECT %d\n", guestListenPort)
-	br := bufio.NewReader(hc)
-	hc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	line, err := br.ReadString('\n')
-	if err != nil || !regexp.MustCompile(`^OK [0-9]+\n$`).MatchString(line) {
-		t.Fatalf("CONNECT reply %q, %v", line, err)
-	}
 	hc.SetReadDeadline(time.Now().Add(4 * time.Minute))
 	up := patterned(seedOf(nonce)+1, vsockBytes)
 	go func() {
 		hc.Write(up)
 		hc.(*net.UnixConn).CloseWrite()
 	}()
-	back, err := io.ReadAll(br)
+	back, err := io.ReadAll(hc)
 	if err != nil {
 		t.Fatalf("vsock host→guest: read echo: %v after %d bytes", err, len(back))
 	}

@@ -1,8 +1,8 @@
 package labtest
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -27,6 +27,7 @@ import (
 	vnet "sandfs/vmm/virtio/net"
 	"sandfs/vmm/virtio/rng"
 	"sandfs/vmm/virtio/vsock"
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // rig is one machine with the four devices, registered in a fixed order
@@ -124,24 +125,21 @@ func (r *rig) shutdown(t *testing.T) {
 // connection and returns the reply.
 func guestCmd(t *testing.T, uds, line string, body []byte) string {
 	t.Helper()
-	c, err := net.Dial("unix", uds)
+	deadline := time.Now().Add(2 * time.Minute)
+	dctx, cancel := context.WithDeadline(context.Background(), deadline)
+	c, err := hybrid.Dial(dctx, uds, guestListenPort)
+	cancel()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", line, err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Minute))
-	fmt.Fprintf(c, "CONNECT %d\n", guestListenPort)
-	br := bufio.NewReader(c)
-	ok, err := br.ReadString('\n')
-	if err != nil || !strings.HasPrefix(ok, "OK ") {
-		t.Fatalf("%s: CONNECT reply %q, %v", line, ok, err)
-	}
+	c.SetDeadline(deadline)
 	fmt.Fprintf(c, "%s\n", line)
 	go func() {
 		c.Write(body)
 		c.(*net.UnixConn).CloseWrite()
 	}()
-	out, err := io.ReadAll(br)
+	out, err := io.ReadAll(c)
 	if err != nil {
 		t.Fatalf("%s: read reply: %v (after %d bytes)", line, err, len(out))
 	}

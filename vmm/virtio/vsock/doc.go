@@ -8,7 +8,8 @@
 //     writes "CONNECT <port>\n"; the VMM sends REQUEST to the guest and,
 //     once the guest answers RESPONSE, writes "OK <hostport>\n" (the local
 //     port it picked) and from then on the unix stream is the connection.
-//     If the guest answers RST, the client is disconnected.
+//     If the guest answers RST, the client is disconnected. The client's
+//     side of this handshake is package hybrid (hybrid.Dial).
 //
 // Flow control is the spec's credit scheme, both ways: the VMM advertises
 // bufAlloc bytes per connection and its fwd_cnt (bytes written to the

@@ -1,4 +1,4 @@
-package ctl
+package hybrid
 
 import (
 	"context"
@@ -11,22 +11,14 @@ import (
 	"time"
 )
 
-// The hybrid vsock handshake (Firecracker's model, vmm/virtio/vsock): the
-// host side of a guest's vsock is a unix socket owned by the VMM. To reach
-// guest port P, connect to it and exchange one line each way:
-//
-//	host → VMM   "CONNECT P\n"
-//	VMM → host   "OK <host-side port>\n"     (anything else: refused)
-//
-// after which the stream is the guest connection.
-
 // vsockHandshakeTimeout bounds the handshake when ctx has no deadline: a
 // hung VMM or a guest that does not listen must not hang a dial.
 const vsockHandshakeTimeout = 5 * time.Second
 
-// DialVsock connects to guest port on the hybrid vsock unix socket uds:
-// dial, then vsockConnect. For a Machine's DialGuest.
-func DialVsock(ctx context.Context, uds string, port uint32) (net.Conn, error) {
+// Dial connects to guest port on the hybrid vsock unix socket uds: dial,
+// then the handshake (vsockConnect). A refusal is ECONNREFUSED; a deadline
+// that passes is ETIMEDOUT; a cancelled ctx gives ctx.Err().
+func Dial(ctx context.Context, uds string, port uint32) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", uds)
 	if err != nil {
