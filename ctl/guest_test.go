@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sandfs/vmm/virtio/vsock/hybrid"
 	"strings"
 	"syscall"
 	"testing"
+
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 // guestMachine is a fakeMachine that can reach a guest: DialGuest

@@ -3,8 +3,9 @@ package ctl
 import (
 	"context"
 	"net"
-	"sandfs/vmm/virtio/vsock/hybrid"
 	"syscall"
+
+	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
 var (
