@@ -17,6 +17,7 @@ import (
 
 	"sandfs/test/testenv"
 	"sandfs/vmm/cgroup"
+	"sandfs/vmm/testguest"
 )
 
 // launchConfig is a VMM process config for the test guest in dir.
@@ -30,7 +31,7 @@ func launchConfig(t *testing.T, dir, mode string) Config {
 		}
 	}
 	return Config{
-		ID: "t", Kernel: kernelPath(t), Initrd: initrd, Cmdline: "quiet " + GuestMode + "=" + mode,
+		ID: "t", Kernel: kernelPath(t), Initrd: initrd, Cmdline: "quiet " + testguest.Mode + "=" + mode,
 		MemBytes: 128 << 20, CPUs: 1,
 		Socket: filepath.Join(dir, "ctl.sock"), Console: filepath.Join(dir, "console"),
 		LogFile: filepath.Join(dir, "vmm.log"),
@@ -108,7 +109,7 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 func TestLaunchGuestReset(t *testing.T) {
 	dir := t.TempDir()
 	cfg := launchConfig(t, dir, "reboot")
-	cfg.Cmdline = "printk.time=1 " + GuestMode + "=reboot"
+	cfg.Cmdline = "printk.time=1 " + testguest.Mode + "=reboot"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := Launch(ctx, cfg)

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sandfs/vmm/testguest"
 )
 
 func newTestMachine(t *testing.T, cpus int, mode string, con *console, memFile string) *Machine {
@@ -17,7 +19,7 @@ func newTestMachine(t *testing.T, cpus int, mode string, con *console, memFile s
 	}
 	m, err := NewMachine(MachineConfig{
 		MemBytes: 256 << 20, CPUs: cpus, Kernel: k, Initrd: testInitrd(t),
-		Cmdline: "quiet " + GuestMode + "=" + mode, Console: con, MemFile: memFile,
+		Cmdline: "quiet " + testguest.Mode + "=" + mode, Console: con, MemFile: memFile,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +153,7 @@ func TestBootLog(t *testing.T) {
 	}
 	con := &console{}
 	m, err := NewMachine(MachineConfig{MemBytes: 256 << 20, CPUs: 2, Kernel: k, Initrd: testInitrd(t),
-		Cmdline: "loglevel=7 " + GuestMode + "=reboot", Console: con})
+		Cmdline: "loglevel=7 " + testguest.Mode + "=reboot", Console: con})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"sandfs/test/testenv"
+	"sandfs/vmm/testguest"
 )
 
 // TestMain doubles as the guest's /init (the test binary is copied into the
 // initramfs) and as the `sandfs vmm` process for Launch tests.
 func TestMain(m *testing.M) {
 	if os.Getpid() == 1 && os.Args[0] == "/init" {
-		GuestInit()
+		testguest.Init()
 	}
 	if os.Getenv("SANDFS_TEST_SECCOMP") != "" {
 		seccompChild()
@@ -67,7 +68,7 @@ var (
 )
 
 func testInitrd(t *testing.T) []byte {
-	initrdOnce.Do(func() { initrdData, initrdErr = SelfInitramfs() })
+	initrdOnce.Do(func() { initrdData, initrdErr = testguest.Initramfs() })
 	if initrdErr != nil {
 		t.Fatal(initrdErr)
 	}

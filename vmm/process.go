@@ -47,18 +47,10 @@ func exitCode(r ExitReason) int {
 }
 
 // Main is `sandfs vmm`: run one VM from -config, serving the control
-// protocol on fd 3; `sandfs vmm guest-init` is the test/bench guest's init
-// and `sandfs vmm bench` the benchmark. It returns the process exit code.
+// protocol on fd 3. It returns the process exit code. (`sandfs vmm
+// guest-init` and `sandfs vmm bench`, the benchmark guest's init and the
+// benchmark, are dispatched before it, in tools/sandfs/cmd_vmm.go.)
 func Main(args []string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "guest-init":
-			GuestInit()
-			return 0
-		case "bench":
-			return Bench(args[1:])
-		}
-	}
 	fs := flag.NewFlagSet("vmm", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "JSON config file (vmm.Config)")
 	gate := fs.Bool("gate", false, "first wait for one byte on fd 6 (Launch moves the process into its cgroup v1 group meanwhile)")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sandfs/test/cpio"
 )
 
 // initScript is the lab's PID 1 (init.sh): it mounts the repo share, runs
@@ -62,20 +64,20 @@ func initramfs(busybox string, o *Options) ([]byte, error) {
 		envf.WriteString("export " + k + "=" + shellQuote(v) + "\n")
 	}
 	var buf bytes.Buffer
-	c := newCPIO(&buf)
+	c := cpio.NewWriter(&buf)
 	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys",
 		"tmp", "run", "etc", "root", "opt", "opt/sandfs", "mnt", "var"} {
-		c.dir(d, 0o755)
+		c.Dir(d, 0o755)
 	}
-	c.chr("dev/console", 0o600, 5, 1)
-	c.chr("dev/null", 0o666, 1, 3)
-	c.file("bin/busybox", 0o755, bb)
-	c.symlink("bin/sh", "busybox")
-	c.file("bin/bash", 0o755, bash)
-	c.file("init", 0o755, initScript)
-	c.file("run/cmd", 0o644, []byte(cmd.String()))
-	c.file("run/env", 0o644, []byte(envf.String()))
-	if err := c.close(); err != nil {
+	c.CharDev("dev/console", 0o600, 5, 1)
+	c.CharDev("dev/null", 0o666, 1, 3)
+	c.File("bin/busybox", 0o755, bb)
+	c.Symlink("bin/sh", "busybox")
+	c.File("bin/bash", 0o755, bash)
+	c.File("init", 0o755, initScript)
+	c.File("run/cmd", 0o644, []byte(cmd.String()))
+	c.File("run/env", 0o644, []byte(envf.String()))
+	if err := c.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

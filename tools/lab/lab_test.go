@@ -39,22 +39,6 @@ func repoRoot(t *testing.T) string {
 	return r
 }
 
-func TestCPIOHeader(t *testing.T) {
-	var b bytes.Buffer
-	c := newCPIO(&b)
-	c.file("init", 0o755, []byte("hello"))
-	if err := c.close(); err != nil {
-		t.Fatal(err)
-	}
-	got := b.Bytes()
-	if !bytes.HasPrefix(got, []byte("070701")) || len(got)%4 != 0 {
-		t.Fatalf("bad archive start %q len %d", got[:12], len(got))
-	}
-	if !bytes.Contains(got, []byte("TRAILER!!!\x00")) {
-		t.Fatal("no trailer")
-	}
-}
-
 func TestHostTSC(t *testing.T) {
 	k, src, err := HostTSCkHz()
 	if err != nil {

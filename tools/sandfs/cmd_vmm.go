@@ -1,7 +1,27 @@
 package main
 
-import "sandfs/vmm"
+import (
+	"sandfs/vmm"
+	"sandfs/vmm/bench"
+	"sandfs/vmm/testguest"
+)
 
 func init() {
-	register("vmm", "run one sandbox VM (started by the daemon): vmm -config FILE | vmm bench | vmm guest-init", vmm.Main)
+	register("vmm", "run one sandbox VM (started by the daemon): vmm -config FILE | vmm bench | vmm guest-init", vmmMain)
+}
+
+// vmmMain is `sandfs vmm`: the VMM process (vmm.Main), or the benchmark
+// (`vmm bench`) and its guest's init (`vmm guest-init`), which live
+// outside the product package.
+func vmmMain(args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "guest-init":
+			testguest.Init()
+			return 0
+		case "bench":
+			return bench.Main(args[1:])
+		}
+	}
+	return vmm.Main(args)
 }

@@ -22,6 +22,7 @@ import (
 	"sandfs/test/testenv"
 	"sandfs/vmm"
 	"sandfs/vmm/bus"
+	"sandfs/vmm/testguest"
 	"sandfs/vmm/virtio/blk"
 	vnet "sandfs/vmm/virtio/net"
 	"sandfs/vmm/virtio/rng"
@@ -118,7 +119,7 @@ func TestDevicesInGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	initrd, err := vmm.SelfInitramfs()
+	initrd, err := testguest.Initramfs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,12 @@
-package vmm
+// Package bench is `sandfs vmm bench`: boot-to-init time and memory
+// overhead of the sandfs VMM, beside QEMU microvm on the same kernel and
+// initramfs. Scaffolding, not product: it drives package vmm from outside
+// (Launch), as the daemon does.
+package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -13,36 +18,49 @@ import (
 	"strings"
 	"time"
 
+	"sandfs/test/cpio"
+	"sandfs/vmm"
 	"sandfs/vmm/boot"
+	"sandfs/vmm/testguest"
+)
+
+// Exit codes, as the VMM process's (vmm/process.go).
+const (
+	codeError = 1
+	codeUsage = 2
 )
 
 // benchMarker is what the benchmark guest's init prints first.
-const benchMarker = "SANDFS-GUEST-INIT"
+const benchMarker = testguest.Marker
 
-// BenchInitramfs is the benchmark guest: busybox (if busybox is at
+// Initramfs is the benchmark guest: busybox (if busybox is at
 // busyboxPath) with an /init script that prints benchMarker and sleeps, or
-// else this binary as /init (GuestInit).
-func BenchInitramfs(busyboxPath string) ([]byte, error) {
+// else this binary as /init (testguest.Init).
+func Initramfs(busyboxPath string) ([]byte, error) {
 	bb, err := os.ReadFile(busyboxPath)
 	if err != nil {
-		return SelfInitramfs()
+		return testguest.Initramfs()
 	}
-	var a Initramfs
-	a.Dir("bin")
-	a.Dir("dev")
-	a.CharDev("dev/console", 5, 1)
-	a.Dir("proc")
+	var b bytes.Buffer
+	a := cpio.NewWriter(&b)
+	a.Dir("bin", 0o755)
+	a.Dir("dev", 0o755)
+	a.CharDev("dev/console", 0o600, 5, 1)
+	a.Dir("proc", 0o755)
 	a.File("bin/busybox", 0o755, bb)
 	a.File("init", 0o755, []byte("#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n"+
 		"echo "+benchMarker+" cpus=$(/bin/busybox grep -c ^processor /proc/cpuinfo) uptime=$(/bin/busybox cut -d' ' -f1 /proc/uptime)\n"+
 		"exec /bin/busybox sleep 100000\n"))
-	return a.Bytes(), nil
+	if err := a.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
-// Bench is `sandfs vmm bench`: boot-to-init time and memory overhead of
+// Main is `sandfs vmm bench`: boot-to-init time and memory overhead of
 // the sandfs VMM, and of QEMU microvm with KVM on the same kernel and
 // initramfs when qemu-system-x86_64 is installed, as ratios from one run.
-func Bench(args []string) int {
+func Main(args []string) int {
 	fs := flag.NewFlagSet("vmm bench", flag.ContinueOnError)
 	kernel := fs.String("kernel", os.Getenv("SANDFS_KERNEL"), "bzImage (default $SANDFS_KERNEL)")
 	n := fs.Int("n", 3, "boots per VMM")
@@ -62,7 +80,7 @@ func Bench(args []string) int {
 		return codeError
 	}
 	defer os.RemoveAll(dir)
-	initrd, err := BenchInitramfs(*busybox)
+	initrd, err := Initramfs(*busybox)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vmm bench:", err)
 		return codeError
@@ -119,12 +137,12 @@ func Bench(args []string) int {
 func benchSandfs(dir, kernel, initrd string, mem uint64) (time.Duration, int, error) {
 	con := filepath.Join(dir, "console")
 	os.Remove(con)
-	cfg := Config{ID: "bench", Kernel: kernel, Initrd: initrd, Cmdline: "quiet -- vmm guest-init",
+	cfg := vmm.Config{ID: "bench", Kernel: kernel, Initrd: initrd, Cmdline: "quiet -- vmm guest-init",
 		MemBytes: mem, CPUs: 1, Socket: filepath.Join(dir, "vmm.sock"), Console: con}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	p, err := Launch(ctx, cfg)
+	p, err := vmm.Launch(ctx, cfg)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -1,4 +1,4 @@
-package vmm
+package testguest
 
 import (
 	"bufio"
@@ -10,12 +10,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// GuestMode is the kernel command-line variable (passed to init as an
-// environment variable) that selects what GuestInit does.
-const GuestMode = "sandfs_guest"
+// Mode is the kernel command-line variable (passed to init as an
+// environment variable) that selects what Init does.
+const Mode = "sandfs_guest"
 
-// GuestInit is a minimal PID 1 for test and benchmark guests, run when the
-// VMM's own binary is the guest's /init. It prints
+// Marker begins the first line Init prints; the benchmark's busybox init
+// (vmm/bench) prints it too.
+const Marker = "SANDFS-GUEST-INIT"
+
+// Init is a minimal PID 1 for test and benchmark guests, run when the
+// host's own binary is the guest's /init. It prints
 //
 //	SANDFS-GUEST-INIT cpus=<n> uptime=<s>
 //
@@ -24,7 +28,7 @@ const GuestMode = "sandfs_guest"
 //	ticks    "tick <n>" every 100 ms of guest time, forever
 //	reboot   reboot at once (the VMM sees an i8042 reset and exits)
 //	forever  sleep (default)
-func GuestInit() {
+func Init() {
 	unix.Mount("proc", "/proc", "proc", 0, "")
 	cpus := 0
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
@@ -37,8 +41,8 @@ func GuestInit() {
 		f.Close()
 	}
 	up, _ := os.ReadFile("/proc/uptime")
-	fmt.Printf("SANDFS-GUEST-INIT cpus=%d uptime=%s\n", cpus, strings.Fields(string(up) + " ?")[0])
-	switch os.Getenv(GuestMode) {
+	fmt.Printf("%s cpus=%d uptime=%s\n", Marker, cpus, strings.Fields(string(up) + " ?")[0])
+	switch os.Getenv(Mode) {
 	case "ticks":
 		for i := 0; ; i++ {
 			fmt.Printf("tick %d\n", i)

@@ -1,0 +1,40 @@
+// Package testguest is the VMM's test and benchmark guest: an initramfs
+// whose /init is the running executable (Initramfs), and what that
+// executable does as the guest's PID 1 (Init). Test binaries call Init
+// from TestMain when they find themselves PID 1 as /init; `sandfs vmm
+// guest-init` calls it in the benchmark guest. It does not import package
+// vmm, so vmm's own tests can use it.
+package testguest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"sandfs/test/cpio"
+)
+
+// Initramfs is an uncompressed initramfs whose /init is the running
+// executable (a static Go binary), with /dev/console, /proc, /sys and /tmp.
+func Initramfs() ([]byte, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("self initramfs: %w", err)
+	}
+	bin, err := os.ReadFile(exe)
+	if err != nil {
+		return nil, fmt.Errorf("self initramfs: %w", err)
+	}
+	var b bytes.Buffer
+	a := cpio.NewWriter(&b)
+	a.Dir("dev", 0o755)
+	a.CharDev("dev/console", 0o600, 5, 1)
+	a.Dir("proc", 0o755)
+	a.Dir("sys", 0o755)
+	a.Dir("tmp", 0o755)
+	a.File("init", 0o755, bin)
+	if err := a.Close(); err != nil {
+		return nil, fmt.Errorf("self initramfs: %w", err)
+	}
+	return b.Bytes(), nil
+}
