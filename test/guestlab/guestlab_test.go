@@ -333,8 +333,8 @@ func TestGuestUname(t *testing.T) {
 		// guest; give cat a moment to block in its read, then kill the VMM
 		// under it. What is checked is that the read ends with an error and
 		// err explains it. (Whether "started" has streamed through by then
-		// is not: in 2 of 6 lab runs it had not arrived 60 s later, a
-		// streaming delay that is still open; see docs/filesystem.md.)
+		// is not: busybox cat's sendfile can hold it back, see
+		// TestExecStream and docs/filesystem.md.)
 		time.Sleep(500 * time.Millisecond)
 		st := strings.Fields(d.mustSh(t, "cat sandboxes/v/status"))
 		pid := 0
@@ -519,4 +519,130 @@ func TestDocLabTranscripts(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no lab transcripts in docs/filesystem.md")
 	}
+}
+
+// TestExecStream repeats the case of the exec stream's known delay: a
+// command that prints a line and then sleeps, and a reader of exec
+// started right after the write. It runs the case on a warm sandbox
+// many times and on fresh sandboxes (the first exec in a guest just
+// booted), alternating two readers: read(2) of 128 KiB, which must see
+// the line at once (here: within 5 s) every time, and the lab's cat
+// (busybox), which copies with sendfile(2) into its stdout pipe. The
+// second is the delay of docs/filesystem.md: after a short first part,
+// cat's next sendfile holds its output pipe's lock while the FUSE read
+// under it waits for more output, so the line already in the pipe
+// cannot be read out of it until the command writes again or exits.
+// That case is counted and logged; it fails the test only with
+// SANDFS_TEST_EXEC_STREAM_CAT=1 (it is open). When a line is late the
+// same slot's procs/<n>/stdout and execstatus are read beside it, so
+// the failure says where the line is (an empty stdout: the daemon has
+// taken it from the agent). SANDFS_TEST_EXEC_STREAM_WARM and _FRESH set
+// the number of runs (30 and 3).
+func TestExecStream(t *testing.T) {
+	need(t)
+	d := startDaemon(t)
+	warm := envInt("SANDFS_TEST_EXEC_STREAM_WARM", 30)
+	fresh := envInt("SANDFS_TEST_EXEC_STREAM_FRESH", 3)
+	d.mustSh(t, "echo 'new w template=base' > ctl")
+	d.waitAgent(t, "w")
+	late := map[string]int{}
+	for i := range warm + fresh {
+		id := "w"
+		if i >= warm {
+			id = fmt.Sprintf("f%d", i-warm)
+			d.mustSh(t, "echo 'new "+id+" template=base' > ctl")
+		}
+		reader := "read(2)"
+		if i%2 == 1 {
+			reader = "cat"
+		}
+		if !d.streamsAtOnce(t, id, i, reader) {
+			late[reader]++
+		}
+		if id != "w" {
+			d.cli("", "kill", id)
+		}
+	}
+	if n := late["read(2)"]; n > 0 {
+		t.Errorf("%d of %d runs: the first line of `echo started; sleep 20` did not reach a read(2) of exec within 5s", n, (warm+fresh+1)/2)
+	}
+	if n := late["cat"]; n > 0 {
+		msg := fmt.Sprintf("%d of %d runs: the first line did not reach busybox cat (sendfile) within 5s (known, open)", n, (warm+fresh)/2)
+		if os.Getenv("SANDFS_TEST_EXEC_STREAM_CAT") == "1" {
+			t.Error(msg)
+		} else {
+			t.Log(msg)
+		}
+	}
+}
+
+func envInt(k string, d int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return v
+	}
+	return d
+}
+
+// streamsAtOnce runs one case in sandbox id with reader ("cat" or
+// "read(2)") and reports whether the line arrived in time.
+func (d *daemon) streamsAtOnce(t *testing.T, id string, i int, reader string) bool {
+	t.Helper()
+	sb := filepath.Join(d.mnt, "sandboxes", id)
+	t0 := time.Now()
+	d.mustSh(t, "echo 'echo started; sleep 20' > sandboxes/"+id+"/exec")
+	wrote := time.Since(t0)
+	got := make(chan string, 1)
+	t1 := time.Now()
+	var err error
+	if reader == "cat" {
+		cat := exec.Command("cat", filepath.Join(sb, "exec"))
+		pr, perr := cat.StdoutPipe()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if err := cat.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cat.Process.Kill(); cat.Wait() }()
+		go func() {
+			b := make([]byte, 8)
+			n, _ := io.ReadFull(pr, b)
+			got <- string(b[:n])
+		}()
+	} else {
+		f, ferr := os.Open(filepath.Join(sb, "exec"))
+		if ferr != nil {
+			t.Fatal(ferr)
+		}
+		go func() {
+			defer f.Close()
+			b := make([]byte, 128<<10)
+			n, _ := f.Read(b)
+			got <- string(b[:n])
+		}()
+	}
+	var out string
+	select {
+	case out = <-got:
+	case <-time.After(5 * time.Second):
+		err = errors.New("timed out")
+	}
+	first := time.Since(t1)
+	if out == "started\n" {
+		t.Logf("run %d (%s, %s): write %v, first line %v", i, id, reader, wrote.Round(time.Millisecond), first.Round(time.Millisecond))
+		return true
+	}
+	st, _ := d.sh(t, "cat sandboxes/"+id+"/execstatus")
+	slot, _, _ := strings.Cut(st, " ")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel2()
+	t2 := time.Now()
+	again, err2 := exec.CommandContext(ctx2, "head", "-c", "8", filepath.Join(sb, "procs", slot, "stdout")).Output()
+	logf := t.Errorf
+	if reader == "cat" {
+		logf = t.Logf
+	}
+	logf("run %d (%s, %s): exec read after %v: %q, %v; execstatus %q; procs/%s/stdout read beside it: %q, %v after %v",
+		i, id, reader, first.Round(time.Millisecond), out, err, strings.TrimSpace(st), slot, again, err2, time.Since(t2).Round(time.Millisecond))
+	return false
 }
