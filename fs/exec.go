@@ -81,9 +81,11 @@ func (g *guestLink) last() string {
 	return g.lastExec
 }
 
-// execScript is what the guest's shell runs for command cmd: stderr
-// joined to stdout for the whole script, in write order.
-func execScript(cmd string) string { return "exec 2>&1\n" + cmd }
+// execScript is what the guest's shell runs for command cmd: stdin
+// from /dev/null and stderr joined to stdout for the whole script, in
+// write order. (Stdin is the script's own redirection, not a "stdin
+// off" ctl message: one round trip to the guest less per exec.)
+func execScript(cmd string) string { return "exec </dev/null 2>&1\n" + cmd }
 
 // startExec starts cmd in the guest and returns its slot.
 func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
@@ -113,19 +115,20 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 	if err != nil {
 		return "", g.failed("exec: open procs/clone", err, "")
 	}
-	defer g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close)
-	for _, m := range []string{"stdin off", "exec " + msg.Quote(execScript(cmd))} {
-		err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
-			_, err := WriteP9(f, []byte(m), 0)
-			return err
-		})
-		if err != nil {
-			text := ""
-			if _, ok := err.(syscall.Errno); ok {
-				text = g.guestErrText(ctx, s, slot)
-			}
-			return "", g.failed("exec", err, text)
+	// The clunk is not waited for: the write returns one round trip
+	// sooner, and the slot lives on in the agent without the fid.
+	defer func() { go g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close) }()
+	m := "exec " + msg.Quote(execScript(cmd))
+	err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
+		_, err := WriteP9(f, []byte(m), 0)
+		return err
+	})
+	if err != nil {
+		text := ""
+		if _, ok := err.(syscall.Errno); ok {
+			text = g.guestErrText(ctx, s, slot)
 		}
+		return "", g.failed("exec", err, text)
 	}
 	return slot, nil
 }
