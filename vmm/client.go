@@ -114,6 +114,9 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	}
 
 	cmd := exec.Command(bin, "vmm", "-config", cfgPath)
+	if extra[1] != nil {
+		cmd.Args = append(cmd.Args, "-console") // fd 4 is announced, never guessed
+	}
 	cmd.Stdin = nil
 	cmd.Stdout = nil
 	cmd.Env = cfg.Env

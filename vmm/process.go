@@ -53,6 +53,7 @@ func exitCode(r ExitReason) int {
 func Main(args []string) int {
 	fs := flag.NewFlagSet("vmm", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "JSON config file (vmm.Config)")
+	console := fs.Bool("console", false, "fd 4 is the console log (Launch passes it; without the flag fd 4 may be the Go runtime's own)")
 	gate := fs.Bool("gate", false, "first wait for one byte on fd 6 (Launch moves the process into its cgroup v1 group meanwhile)")
 	if err := fs.Parse(args); err != nil {
 		return codeUsage
@@ -72,7 +73,7 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
 		return codeUsage
 	}
-	reason, err := run(cfg, log, *gate)
+	reason, err := run(cfg, log, *console, *gate)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
 	}
@@ -81,19 +82,26 @@ func Main(args []string) int {
 }
 
 // run builds, starts and serves the machine until it ends; with gate, it
-// first waits at the start gate (waitGate).
-func run(cfg *Config, log *slog.Logger, gate bool) (ExitReason, error) {
+// first waits at the start gate (waitGate); with console, fd 4 is the
+// console log. Like the gate, the console is announced, not guessed from
+// fd 4 being open: without one, the Go runtime may have put its own
+// epoll fd there.
+func run(cfg *Config, log *slog.Logger, console, gate bool) (ExitReason, error) {
 	if gate {
 		if err := waitGate(); err != nil {
 			return ExitError, err
 		}
 	}
-	var console io.Writer
-	if f := inheritedFile(fdConsole, "console"); f != nil {
-		console = capFile(f, ConsoleMax, "\n[sandfs: console output truncated]\n")
+	var out io.Writer
+	if console {
+		f := inheritedFile(fdConsole, "console")
+		if f == nil {
+			return ExitError, fmt.Errorf("console: fd %d is not open", fdConsole)
+		}
+		out = capFile(f, ConsoleMax, "\n[sandfs: console output truncated]\n")
 	}
 	mc := MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline,
-		Console: console, Log: log}
+		Console: out, Log: log}
 	if cfg.Restore == "" {
 		var err error
 		// Mapped, not read: the VMM's heap would otherwise keep both
