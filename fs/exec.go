@@ -115,9 +115,10 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 	if err != nil {
 		return "", g.failed("exec: open procs/clone", err, "")
 	}
-	// The clunk is not waited for: the write returns one round trip
-	// sooner, and the slot lives on in the agent without the fid.
-	defer func() { go g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close) }()
+	// The clunk is waited for: a request left running after the write
+	// returns would outlive its caller (and raced with the session's
+	// end under -race).
+	defer g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close)
 	m := "exec " + msg.Quote(execScript(cmd))
 	err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
 		_, err := WriteP9(f, []byte(m), 0)

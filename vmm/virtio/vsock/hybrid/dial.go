@@ -31,9 +31,14 @@ func Dial(ctx context.Context, uds string, port uint32) (net.Conn, error) {
 	c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	err = vsockConnect(c, port)
-	if !stop() && err != nil {
+	stopped := stop()
+	switch {
+	case err == nil:
+	case !stopped && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-	} else if isTimeout(err) {
+	case isTimeout(err) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The conn's deadline and the context's may pass in either
+		// order: both are the deadline passing.
 		err = fmt.Errorf("%w: %v", syscall.ETIMEDOUT, err)
 	}
 	if err != nil {
