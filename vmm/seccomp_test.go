@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -137,21 +136,24 @@ func seccompChild() {
 	}
 	// Goroutines locked to their threads while others run: the runtime
 	// must start new threads under the filter.
-	done := make(chan int)
+	// They stay locked until counted: a goroutine that exits locked takes
+	// its thread with it, so counting after they end raced with that.
+	ready, release := make(chan int), make(chan struct{})
 	for i := 0; i < 8; i++ {
 		go func() {
 			runtime.LockOSThread()
-			time.Sleep(10 * time.Millisecond)
 			b := make([]byte, 1<<20)
-			done <- len(b)
+			ready <- len(b)
+			<-release
 		}()
 	}
 	for i := 0; i < 8; i++ {
-		<-done
+		<-ready
 	}
 	if n := threads(); n < 8 {
 		fmt.Println("only", n, "threads")
 	}
+	close(release)
 	f, err := os.CreateTemp("", "seccomp")
 	if err == nil {
 		f.Write([]byte("x"))
