@@ -258,7 +258,7 @@ func (p *Plane) create(id string, cfg Config, verb string, owner Owner) (*Sandbo
 		p.mu.Unlock()
 		return nil, Errorf(syscall.EEXIST, "%s: sandbox exists %s", verb, msg.Cite(id))
 	}
-	s := newSandbox(p, id, cfg, time.Now(), owner)
+	s := newSandbox(p, id, cfg, time.Now().Round(0), owner) // wall clock only: the order must survive a restart
 	p.boxes[id] = s
 	p.mu.Unlock()
 	p.notify(id)

@@ -53,7 +53,7 @@ import (
 
 // Timeouts of guest requests; variables so tests can shorten them.
 var (
-	GuestDialTimeout = 10 * time.Second
+	GuestDialTimeout = 30 * time.Second // a fresh sandbox boots in seconds, nested under TCG and loaded in tens
 	GuestOpTimeout   = 15 * time.Second
 )
 
