@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/test/syncbuf"
 	"sandfs/vmm/virtio"
 	"sandfs/vmm/virtio/rng"
 	"sandfs/vmm/virtio/virtiotest"
@@ -27,7 +28,7 @@ import (
 // many were dropped. Unlimited, it was one line per write, 20 MiB. The
 // device is undisturbed: a driver that then resets it gets entropy.
 func TestGuestLogFlood(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	var mu sync.Mutex
 	clock := time.Unix(1e9, 0)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
@@ -198,22 +199,4 @@ func TestCappedWriter(t *testing.T) {
 	if want := "0123456789abcdefghijklmno|cut\n"; string(b) != want {
 		t.Errorf("file = %q, want %q", b, want)
 	}
-}
-
-// lockedBuffer is a goroutine-safe bytes.Buffer.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

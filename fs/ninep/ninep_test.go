@@ -58,23 +58,7 @@ type raw struct {
 }
 
 func (r *raw) send(typ uint8, tag uint16, body ...any) {
-	b := []byte{0, 0, 0, 0, typ, 0, 0}
-	binary.LittleEndian.PutUint16(b[5:], tag)
-	for _, v := range body {
-		switch v := v.(type) {
-		case uint16:
-			b = binary.LittleEndian.AppendUint16(b, v)
-		case uint32:
-			b = binary.LittleEndian.AppendUint32(b, v)
-		case uint64:
-			b = binary.LittleEndian.AppendUint64(b, v)
-		case string:
-			b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
-			b = append(b, v...)
-		}
-	}
-	binary.LittleEndian.PutUint32(b, uint32(len(b)))
-	if _, err := r.c.Write(b); err != nil {
+	if _, err := r.c.Write(frame(typ, tag, body...)); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"sandfs/ctl"
 	sfs "sandfs/fs"
+	"sandfs/test/syncbuf"
 )
 
 // The attacks of issue 10 item 6: a TCP client that has not shown the
@@ -41,29 +42,11 @@ func (f textFile) Text(_ context.Context, b *bytes.Buffer) error {
 	return nil
 }
 
-// lockedBuffer collects the server's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // target is a server under attack and a client that attached before.
 type target struct {
 	t     *testing.T
 	addr  string // host:port
-	log   *lockedBuffer
+	log   *syncbuf.Buffer
 	legit p9.File // the attached client's root
 }
 
@@ -75,7 +58,7 @@ func newTarget(t *testing.T, lim limits) *target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	srv := NewServer(oneDir{"hello", textFile("hi\n")}, slog.New(slog.NewTextHandler(log, nil)))
 	srv.lim = lim
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,11 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"sandfs/test/syncbuf"
 	"sandfs/test/testenv"
 )
 
@@ -70,7 +70,7 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 	cmd.Env = append(append(base, "SANDFS_MOUNT="+filepath.Join(dir, "mnt"), "SANDFS_STATE="+filepath.Join(dir, "state"),
 		fmt.Sprintf("SANDFS_LAB_9P_PORT=%d", freePort(t))), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var log syncBuffer
+	var log syncbuf.Buffer
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -192,25 +192,6 @@ func lineOf(text, word string) string {
 		}
 	}
 	return ""
-}
-
-// syncBuffer is run.sh's output, written by the reader goroutine and read
-// by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) WriteString(x string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.WriteString(x)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // cleanEnv is this process's environment without the variables that
