@@ -52,11 +52,7 @@ func (f *clientFlags) token() (string, error) {
 	if f.tokenFile == "" {
 		return os.Getenv("SANDFS_TOKEN"), nil
 	}
-	b, err := os.ReadFile(f.tokenFile)
-	if err != nil {
-		return "", fmt.Errorf("token: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
+	return client.Endpoint{Addr: f.addr, TokenFile: f.tokenFile}.Token()
 }
 
 // dial connects to the daemon (10 s to answer).
