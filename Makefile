@@ -10,13 +10,11 @@ export CGO_ENABLED := 0
 
 .PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench
 
-# bin/sandfs-init exists once ./guest/cmd/sandfs-init does.
+# Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
+# guest agent), tools/lab, tools/kernel, tools/template.
 build:
 	$(GO) build -o bin/sandfs ./tools/sandfs
-	@if [ -d guest/cmd/sandfs-init ]; then \
-		echo "$(GO) build -o bin/sandfs-init ./guest/cmd/sandfs-init"; \
-		$(GO) build -o bin/sandfs-init ./guest/cmd/sandfs-init; \
-	else echo "make: no ./guest/cmd/sandfs-init yet; skipping bin/sandfs-init"; fi
+	$(GO) build -o bin/sandfs-init ./tools/sandfs-init
 
 # build/vmlinuz: the one kernel (guest and lab). Cached; second run instant.
 kernel:

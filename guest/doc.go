@@ -1,5 +1,5 @@
 // Package guest is the in-guest agent of sandfs, run as PID 1 by
-// ./guest/cmd/sandfs-init: the init duties (Mounts, SetClock, SetHostname,
+// ./tools/sandfs-init: the init duties (Mounts, SetClock, SetHostname,
 // Network, EnsureUsers, zombie reaping) and a 9P2000.L server (Server) that
 // the host daemon binds into /sandboxes/<id>/. It speaks only files and
 // holds no policy.
