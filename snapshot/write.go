@@ -1,0 +1,169 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/msg"
+)
+
+// Snapshot is one snapshot on disk, as Open or Write found it.
+type Snapshot struct {
+	Dir string
+	Meta
+	Sum [sumSize]byte // SHA-256 of meta: identifies the snapshot
+}
+
+// Files inside a snapshot directory.
+const (
+	MetaFile = "meta"
+	MemFile  = "mem"
+	tmpMark  = ".tmp-"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Write writes a snapshot at dir, atomically (see the package doc): the
+// pages of mem (guest RAM, MemBytes long) in pages, and state. With a nil
+// parent it is a full snapshot and pages must hold every page that has
+// data; otherwise a delta over parent, which must live in the same store
+// directory. dir must not exist.
+func Write(dir string, mem []byte, pages Pages, parent *Snapshot, state []byte) (*Snapshot, error) {
+	dir = filepath.Clean(dir)
+	store, id := filepath.Dir(dir), filepath.Base(dir)
+	m := &Meta{ID: id, MemBytes: uint64(len(mem)), State: state, Runs: pages.Runs(0)}
+	if parent != nil {
+		if filepath.Dir(filepath.Clean(parent.Dir)) != store {
+			return nil, msg.Errorf(syscall.EINVAL, "snapshot %s: parent %s is in another directory", msg.Cite(dir), msg.Cite(parent.Dir))
+		}
+		if parent.MemBytes != m.MemBytes {
+			return nil, fmt.Errorf("snapshot %s: parent has %d bytes of memory, not %d: %w", msg.Cite(dir), parent.MemBytes, m.MemBytes, ErrWrongParent)
+		}
+		m.Parent, m.ParentSum = parent.ID, parent.Sum
+	}
+	if uint64(len(pages))*64 < m.MemBytes/PageSize {
+		return nil, fmt.Errorf("snapshot %s: page set of %d pages for %d bytes", msg.Cite(dir), len(pages)*64, len(mem))
+	}
+	var off uint64
+	for i := range m.Runs {
+		r := &m.Runs[i]
+		if (r.Page+r.Count)*PageSize > m.MemBytes {
+			return nil, fmt.Errorf("snapshot %s: page %d is beyond memory", msg.Cite(dir), r.Page+r.Count-1)
+		}
+		if m.Full() {
+			r.Offset = r.Page * PageSize
+		} else {
+			r.Offset = off
+		}
+		off += r.Count * PageSize
+	}
+	m.DataBytes = off
+	if m.Full() {
+		m.DataBytes = m.MemBytes
+	}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", msg.Cite(dir), err)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("snapshot %s: %w", msg.Cite(dir), ErrExist)
+	}
+	tmp, err := os.MkdirTemp(store, tmpMark+id+"-")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", msg.Cite(dir), err)
+	}
+	s, err := writeTmp(tmp, dir, m, mem)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("snapshot %s: %w", msg.Cite(dir), err)
+	}
+	return s, nil
+}
+
+// writeTmp fills tmp, then renames it to dir and makes that durable.
+func writeTmp(tmp, dir string, m *Meta, mem []byte) (*Snapshot, error) {
+	f, err := os.OpenFile(filepath.Join(tmp, MemFile), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(m.DataBytes)); err != nil {
+		return nil, err
+	}
+	crc := uint32(0)
+	for _, r := range m.Runs {
+		b := mem[r.Page*PageSize : (r.Page+r.Count)*PageSize]
+		crc = crc32.Update(crc, castagnoli, b)
+		if _, err := f.WriteAt(b, int64(r.Offset)); err != nil {
+			return nil, err
+		}
+	}
+	m.DataSum = crc
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	b, sum := m.encode()
+	if err := writeFileSync(filepath.Join(tmp, MetaFile), b); err != nil {
+		return nil, err
+	}
+	if err := syncDir(tmp); err != nil {
+		return nil, err
+	}
+	if err := renameNoReplace(tmp, dir); err != nil {
+		return nil, err
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return nil, err
+	}
+	return &Snapshot{Dir: dir, Meta: *m, Sum: sum}, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// renameNoReplace renames a directory without replacing an existing one
+// (a plain rename(2) would replace an empty directory).
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EEXIST) {
+		return ErrExist
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return err
+	}
+	// A file system without RENAME_NOREPLACE: check, then rename (not
+	// atomic against a concurrent writer of the same id).
+	if _, err := os.Lstat(to); err == nil {
+		return ErrExist
+	}
+	return os.Rename(from, to)
+}
