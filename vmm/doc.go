@@ -11,7 +11,7 @@
 //	})
 //	m.AddHooks("rng0", vmm.Hooks{Pause: ..., Resume: ..., Save: ..., Restore: ..., Close: ...})
 //	err = m.Start()             // load kernel, run vCPUs
-//	m.Pause(); st, _ := m.Save(); m.SaveMemory(path); m.Resume()
+//	m.Pause(); s, _ := m.Snapshot(dir, parent); m.Resume() // snapshot.go
 //	reason, err := m.Wait()     // ExitReset when the guest reboots/halts
 //
 // Device API (for vmm/virtio and others), all before Start:

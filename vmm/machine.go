@@ -32,6 +32,10 @@ type MachineConfig struct {
 	// MemFile, for a restore, is the snapshot memory file mapped
 	// MAP_PRIVATE as guest RAM instead of fresh anonymous memory.
 	MemFile string
+	// Tracking picks the dirty-page mechanism (dirty.go): "" probes for
+	// TrackSoftDirty and falls back to TrackDirtyLog; either by name
+	// forces it (soft-dirty fails where the probe does).
+	Tracking string
 	// KVMPath is /dev/kvm unless set.
 	KVMPath string
 	// Pagemap, if set, is /proc/self/pagemap opened beforehand, for a
@@ -118,7 +122,7 @@ type Machine struct {
 	// before the vCPUs start.
 	msrIndex []uint32
 
-	ctl     sync.Mutex // serialises Start/Pause/Resume/Save/SaveMemory/Close
+	ctl     sync.Mutex // serialises Start/Pause/Resume/Save/Snapshot/Close
 	started bool       // guarded by ctl
 	paused  bool       // guarded by ctl
 	closed  bool       // guarded by ctl: KVM fds and RAM released
@@ -174,12 +178,12 @@ func NewMachine(cfg MachineConfig) (m *Machine, err error) {
 	if err = m.vm.CreatePIT2(kvm.PITSpeakerDummy); err != nil {
 		return nil, err
 	}
-	if m.ram, err = mapRAM(cfg.MemBytes, cfg.MemFile, cfg.Pagemap); err != nil {
+	if m.ram, err = mapRAM(cfg.MemBytes, cfg.MemFile, cfg.Pagemap, cfg.Tracking); err != nil {
 		return nil, err
 	}
 	for i, r := range m.ram.regions {
 		if err = m.vm.SetUserMemoryRegion(kvm.MemoryRegion{
-			Slot: uint32(i), GuestPhysAddr: r.GPA, MemorySize: r.Size,
+			Slot: uint32(i), Flags: m.ram.slotFlags(), GuestPhysAddr: r.GPA, MemorySize: r.Size,
 			UserspaceAddr: uint64(uintptrOf(m.ram.mem[r.Offset:])),
 		}); err != nil {
 			return nil, err
@@ -481,7 +485,7 @@ func (m *Machine) Stop() {
 // kvm_run areas, KVM and guest RAM. A second Close is a no-op.
 func (m *Machine) Close() error {
 	m.end(ExitStopped, nil) // kicks the vCPUs; a no-op if it already ended
-	m.ctl.Lock()            // no control call (Pause, Save, SaveMemory...) in flight
+	m.ctl.Lock()            // no control call (Pause, Save, Snapshot...) in flight
 	defer m.ctl.Unlock()
 	if m.closed {
 		return nil

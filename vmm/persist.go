@@ -170,7 +170,7 @@ func (c *vcpu) restore(st *VCPUState) error {
 }
 
 // Save returns the state of a paused machine; guest RAM is saved
-// separately (SaveMemory).
+// with it by Snapshot.
 func (m *Machine) Save() (*State, error) {
 	m.ctl.Lock()
 	defer m.ctl.Unlock()
@@ -180,6 +180,11 @@ func (m *Machine) Save() (*State, error) {
 	if !m.paused {
 		return nil, fmt.Errorf("save: %w", ErrNotPaused)
 	}
+	return m.saveLocked()
+}
+
+// saveLocked is Save with ctl held on a paused machine.
+func (m *Machine) saveLocked() (*State, error) {
 	st := &State{Version: StateVersion, MemBytes: m.cfg.MemBytes, CPUs: len(m.vcpus), Cmdline: m.cmd.String()}
 	for i, dst := range []*[]byte{&st.VM.PICMaster, &st.VM.PICSlave, &st.VM.IOAPIC} {
 		c, err := m.vm.GetIRQChip(uint32(i))
@@ -228,7 +233,9 @@ func (m *Machine) Save() (*State, error) {
 
 // Restore loads st into a machine created with the snapshot's memory file
 // (MachineConfig.MemFile) and the same devices added in the same order, and
-// starts its vCPUs paused: call Resume.
+// starts its vCPUs paused: call Resume. Dirty-page tracking restarts here
+// (the new mappings read as all dirty until re-armed), so the machine's
+// next delta over its snapshot holds only what the guest changes.
 func (m *Machine) Restore(st *State) error {
 	m.ctl.Lock()
 	defer m.ctl.Unlock()
@@ -290,6 +297,9 @@ func (m *Machine) Restore(st *State) error {
 	}
 	if err := m.loadMSRIndex(); err != nil {
 		return err
+	}
+	if err := m.ram.arm(); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	m.started, m.paused = true, true
 	for _, c := range m.vcpus {

@@ -1,138 +1,149 @@
 package vmm
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"unsafe"
+	"syscall"
+
+	"sandfs/ctl/msg"
+	"sandfs/snapshot"
 )
 
-// Snapshot file names inside a save directory.
-const (
-	StateFile  = "state.json"
-	MemoryFile = "mem"
-)
+// MemoryFile is the memory file inside a snapshot directory: a restore
+// sets MachineConfig.MemFile to <dir>/MemoryFile and gets dir's whole
+// chain mapped.
+const MemoryFile = snapshot.MemFile
 
-const pageSize = 4096
+const pageSize = snapshot.PageSize
 
-// SaveMemory writes guest RAM to path as a sparse file of MemBytes bytes
-// (the layout of the host mapping, so a restore maps it 1:1). For fresh
-// anonymous RAM only pages present in /proc/self/pagemap are written (the
-// others were never touched and read as zero); for RAM mapped from an
-// earlier snapshot every non-zero page is. The machine must be paused.
-func (m *Machine) SaveMemory(path string) error {
-	// Held throughout: Resume cannot run the guest and Close cannot
-	// unmap RAM while it is being written.
+// Snapshot writes a paused machine's snapshot at dir (which must not
+// exist), atomically: a full one if parent is "", else a delta over
+// parent, which must be the machine's last snapshot or the one it was
+// restored from, in the same directory as dir. A delta holds only the
+// pages dirtied since that snapshot. When parent's chain is too long or
+// fragmented (snapshot.NeedsCompaction) the snapshot is written full
+// instead: check the result's Full. On failure nothing is written and
+// the dirty pages stay counted for the next try.
+func (m *Machine) Snapshot(dir, parent string) (*snapshot.Snapshot, error) {
+	return m.snapshot("snapshot", dir, parent)
+}
+
+// snapshot is Snapshot, its errors beginning with verb.
+func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error) {
 	m.ctl.Lock()
 	defer m.ctl.Unlock()
 	if m.closed {
-		return fmt.Errorf("save memory: %w", ErrEnded)
+		return nil, fmt.Errorf("%s: %w", verb, ErrEnded)
 	}
 	if !m.paused {
-		return fmt.Errorf("save memory: %w", ErrNotPaused)
+		return nil, fmt.Errorf("%s: %w", verb, ErrNotPaused)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	st, err := m.saveLocked()
 	if err != nil {
-		return fmt.Errorf("save memory: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	mem := m.ram.mem
-	if err := f.Truncate(int64(len(mem))); err != nil {
-		return fmt.Errorf("save memory: %w", err)
+	state, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
-	var present func(page int) bool
-	if !m.ram.file {
-		pm := m.ram.pagemap // opened before any privilege drop
-		if pm == nil {
-			if pm, err = os.Open("/proc/self/pagemap"); err != nil {
-				return fmt.Errorf("save memory: %w", err)
-			}
-			defer pm.Close()
+	r := m.ram
+	if err := r.collect(m.vm); err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	var over *snapshot.Snapshot
+	if parent != "" {
+		chain, err := snapshot.Chain(parent)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", verb, err)
 		}
-		ents := make([]byte, 8*(len(mem)/pageSize))
-		base := int64(uintptr(unsafe.Pointer(&mem[0])) / pageSize * 8)
-		if _, err := pm.ReadAt(ents, base); err != nil {
-			return fmt.Errorf("save memory: read pagemap: %w", err)
+		p := chain[len(chain)-1]
+		if r.base == nil || p.Sum != r.base.Sum {
+			return nil, msg.Errorf(syscall.EINVAL, "%s: %s is not this machine's last snapshot", verb, msg.Cite(parent))
 		}
-		present = func(p int) bool {
-			e := binary.LittleEndian.Uint64(ents[8*p:])
-			return e&(1<<63|1<<62) != 0 // present or swapped
+		if !snapshot.NeedsCompaction(chain, len(r.dirty.Runs(0))) {
+			over = p
 		}
 	}
-	// Write runs of pages that hold data: present anonymous pages as they
-	// are (scanning them for zeroes costs more than writing them), and
-	// for file-backed RAM every non-zero page.
-	pages := len(mem) / pageSize
-	hasData := func(p int) bool {
-		if present != nil {
-			return present(p)
+	pages := r.dirty
+	if over == nil {
+		if pages, err = r.fullPages(); err != nil {
+			return nil, fmt.Errorf("%s: %w", verb, err)
 		}
-		return !isZero(mem[p*pageSize : (p+1)*pageSize])
 	}
-	for p := 0; p < pages; {
-		if !hasData(p) {
-			p++
-			continue
-		}
-		q := p + 1
-		for q < pages && q-p < 1024 && hasData(q) {
-			q++
-		}
-		if _, err := f.WriteAt(mem[p*pageSize:q*pageSize], int64(p*pageSize)); err != nil {
-			return fmt.Errorf("save memory: %w", err)
-		}
-		p = q
+	s, err := snapshot.Write(dir, r.mem, pages, over, state)
+	if err != nil {
+		return nil, err
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("save memory: %w", err)
-	}
-	return f.Close()
+	r.known.Or(r.dirty)
+	r.dirty.Clear()
+	r.base = s
+	return s, nil
 }
 
-func isZero(b []byte) bool {
-	for i := 0; i+8 <= len(b); i += 8 {
-		if *(*uint64)(unsafe.Pointer(&b[i])) != 0 {
-			return false
-		}
+// fullPages is every page that may hold data: present pages of anonymous
+// RAM, or for restored RAM the chain's pages and every page dirtied since.
+func (r *guestRAM) fullPages() (snapshot.Pages, error) {
+	if !r.restored {
+		return r.present()
 	}
-	return true
+	s := snapshot.NewPages(r.size / pageSize)
+	s.Or(r.known)
+	s.Or(r.dirty)
+	return s, nil
 }
 
-// SaveDir writes a paused machine's snapshot into dir (created if needed):
-// StateFile and MemoryFile.
+// SaveDir writes a paused machine's full snapshot at dir (Snapshot(dir,
+// "")); dir may exist if it is empty (it is replaced).
 func (m *Machine) SaveDir(dir string) error {
-	st, err := m.Save()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("save: %w", err)
-	}
-	if err := m.SaveMemory(filepath.Join(dir, MemoryFile)); err != nil {
-		return err
-	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("save: %w", err)
-	}
-	tmp := filepath.Join(dir, StateFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("save: %w", err)
-	}
-	return os.Rename(tmp, filepath.Join(dir, StateFile))
+	os.Remove(dir) // only if empty; Write refuses anything else
+	_, err := m.snapshot("save", dir, "")
+	return err
 }
 
-// LoadState reads dir/StateFile.
+// LoadState reads the machine state of the snapshot at dir.
 func LoadState(dir string) (*State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, StateFile))
+	s, err := snapshot.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
 	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("load state %s: %w", dir, err)
+	if err := json.Unmarshal(s.State, &st); err != nil {
+		return nil, fmt.Errorf("load state %s: %w", msg.Cite(dir), err)
 	}
 	return &st, nil
+}
+
+// DirtyTracking names the dirty-page mechanism in use: TrackSoftDirty or
+// TrackDirtyLog (for the status line).
+func (m *Machine) DirtyTracking() string { return m.ram.tracking }
+
+// MemoryStats describe guest RAM's mapping.
+type MemoryStats struct {
+	Tracking string // DirtyTracking
+	Maps     int    // mmap calls that built RAM: 1 + the restored deltas' runs
+	Resident uint64 // pages present in the VMM's page tables (-1 unknown)
+	Dirty    uint64 // pages counted dirty since the last snapshot, not yet collected ones
+}
+
+// MemoryStats reads RAM's mapping statistics.
+func (m *Machine) MemoryStats() (MemoryStats, error) {
+	m.ctl.Lock()
+	defer m.ctl.Unlock()
+	if m.closed {
+		return MemoryStats{}, fmt.Errorf("memory stats: %w", ErrEnded)
+	}
+	r := m.ram
+	ms := MemoryStats{Tracking: r.tracking, Maps: r.maps, Dirty: r.dirty.Count(), Resident: ^uint64(0)}
+	if r.pagemap != nil {
+		ms.Resident = 0
+		if err := readPagemap(r.pagemap, r.mem, func(_, e uint64) {
+			if e&pmPresent != 0 {
+				ms.Resident++
+			}
+		}); err != nil {
+			return ms, fmt.Errorf("memory stats: %w", err)
+		}
+	}
+	return ms, nil
 }

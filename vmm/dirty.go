@@ -1,0 +1,205 @@
+package vmm
+
+import (
+	"encoding/binary"
+	"fmt"
+	mbits "math/bits"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"sandfs/snapshot"
+	"sandfs/vmm/kvm"
+)
+
+// Dirty-page tracking: which guest pages changed since the last snapshot
+// (or restore), so the next snapshot writes only those. Two mechanisms,
+// chosen once per machine by probing the host kernel (probeSoftDirty);
+// shared/reference/snapshot-notes.md has the measurements behind both.
+//
+//   - soft-dirty: bit 55 of /proc/self/pagemap, re-armed by writing "4"
+//     to /proc/self/clear_refs. Sees guest and VMM writes alike. The clear
+//     is process-wide and makes the guest re-fault its working set.
+//   - dirty-log: KVM_MEM_LOG_DIRTY_PAGES on every slot and
+//     KVM_GET_DIRTY_LOG (fetch and re-arm in one call). Sees only guest
+//     writes, so every page a device touches through bus.Memory.Slice is
+//     logged as well (vmmLog). Used where CONFIG_MEM_SOFT_DIRTY is off or
+//     /proc is out of reach (a jailed VMM restored from a snapshot).
+//
+// Collecting and re-arming happen with the vCPUs and devices paused
+// (Machine.Snapshot, Machine.Restore hold ctl on a paused machine). The
+// VMM never discards guest pages (MADV_DONTNEED would hide a dirty page
+// from soft-dirty), and guest RAM is MADV_NOHUGEPAGE (THP would make
+// tracking 2 MiB-grained).
+
+// Tracking mechanisms, as DirtyTracking reports them.
+const (
+	TrackSoftDirty = "soft-dirty"
+	TrackDirtyLog  = "dirty-log"
+)
+
+// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
+const (
+	pmSoftDirty = 1 << 55
+	pmSwapped   = 1 << 62
+	pmPresent   = 1 << 63
+)
+
+// clearSoftDirty is what clear_refs takes to clear soft-dirty bits
+// (CLEAR_REFS_SOFT_DIRTY, fs/proc/task_mmu.c).
+var clearSoftDirty = []byte("4")
+
+// probeSoftDirty reports whether soft-dirty works in this process: a
+// fresh page, written, cleared through clearRefs, must read clean, and
+// after one more write dirty. Without CONFIG_MEM_SOFT_DIRTY the bit never
+// sets. It clears the whole process's soft-dirty bits (harmless before
+// the guest runs).
+func probeSoftDirty(pagemap, clearRefs *os.File) bool {
+	if pagemap == nil || clearRefs == nil {
+		return false
+	}
+	b, err := unix.Mmap(-1, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return false
+	}
+	defer unix.Munmap(b)
+	b[0] = 1
+	if _, err := clearRefs.Write(clearSoftDirty); err != nil {
+		return false
+	}
+	e1, err1 := pagemapEntry(pagemap, b)
+	b[0] = 2
+	e2, err2 := pagemapEntry(pagemap, b)
+	return err1 == nil && err2 == nil && e1&pmSoftDirty == 0 && e2&pmSoftDirty != 0 && e2&pmPresent != 0
+}
+
+func pagemapEntry(pagemap *os.File, b []byte) (uint64, error) {
+	var e [8]byte
+	if _, err := pagemap.ReadAt(e[:], int64(uintptrOf(b)/pageSize*8)); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(e[:]), nil
+}
+
+// readPagemap calls f with the pagemap entry of each page of mem.
+func readPagemap(pagemap *os.File, mem []byte, f func(page uint64, e uint64)) error {
+	const chunk = 64 << 10 // entries per read
+	buf := make([]byte, 8*chunk)
+	base := int64(uintptrOf(mem) / pageSize * 8)
+	pages := uint64(len(mem) / pageSize)
+	for p := uint64(0); p < pages; p += chunk {
+		n := min(chunk, pages-p)
+		if _, err := pagemap.ReadAt(buf[:8*n], base+int64(8*p)); err != nil {
+			return fmt.Errorf("read pagemap: %w", err)
+		}
+		for i := range n {
+			f(p+i, binary.LittleEndian.Uint64(buf[8*i:]))
+		}
+	}
+	return nil
+}
+
+// slotFlags are the memory slot flags the tracking needs.
+func (r *guestRAM) slotFlags() uint32 {
+	if r.tracking == TrackDirtyLog {
+		return kvm.MemLogDirtyPages
+	}
+	return 0
+}
+
+// logVMM records that the VMM may write pages [off, off+n) of RAM
+// (dirty-log only; soft-dirty sees those writes itself).
+func (r *guestRAM) logVMM(off, n uint64) {
+	if r.tracking != TrackDirtyLog || n == 0 {
+		return
+	}
+	for p := off / pageSize; p <= (off+n-1)/pageSize; p++ {
+		atomic.OrUint64(&r.vmmLog[p/64], 1<<(p%64))
+	}
+}
+
+// collect adds the pages dirtied since the last collect (or arm) to
+// r.dirty and re-arms tracking. vCPUs and devices must be paused.
+func (r *guestRAM) collect(vm *kvm.VM) error {
+	switch r.tracking {
+	case TrackSoftDirty:
+		err := readPagemap(r.pagemap, r.mem, func(p, e uint64) {
+			if e&pmSoftDirty != 0 && e&(pmPresent|pmSwapped) != 0 {
+				r.dirty.Set(p)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := r.clearRefs.Write(clearSoftDirty); err != nil {
+			return fmt.Errorf("clear soft-dirty bits: %w", err)
+		}
+	case TrackDirtyLog:
+		for i, reg := range r.regions {
+			bm := make([]uint64, (reg.Size/pageSize+63)/64)
+			if err := vm.DirtyLog(uint32(i), bm); err != nil {
+				return err
+			}
+			first := reg.Offset / pageSize
+			for w, bits := range bm {
+				for ; bits != 0; bits &= bits - 1 {
+					r.dirty.Set(first + uint64(w*64) + uint64(mbits.TrailingZeros64(bits)))
+				}
+			}
+		}
+		for i := range r.vmmLog {
+			r.dirty[i] |= atomic.SwapUint64(&r.vmmLog[i], 0)
+		}
+	}
+	return nil
+}
+
+// arm starts tracking afresh (after a restore): whatever the mapping
+// shows as dirty so far is not a change of the guest's. It reads no
+// pagemap (that is O(memory)): clear_refs walks only populated page
+// tables, and a new slot's dirty log starts empty.
+func (r *guestRAM) arm() error {
+	switch r.tracking {
+	case TrackSoftDirty:
+		if _, err := r.clearRefs.Write(clearSoftDirty); err != nil {
+			return fmt.Errorf("clear soft-dirty bits: %w", err)
+		}
+	case TrackDirtyLog:
+		for i := range r.vmmLog {
+			atomic.StoreUint64(&r.vmmLog[i], 0)
+		}
+	}
+	r.dirty.Clear()
+	return nil
+}
+
+// present is the set of pages of anonymous RAM that hold data (present
+// or swapped), or, without a pagemap, that are not all zero.
+func (r *guestRAM) present() (snapshot.Pages, error) {
+	s := snapshot.NewPages(uint64(len(r.mem) / pageSize))
+	if r.pagemap == nil {
+		for p := range uint64(len(r.mem) / pageSize) {
+			if !isZero(r.mem[p*pageSize : (p+1)*pageSize]) {
+				s.Set(p)
+			}
+		}
+		return s, nil
+	}
+	err := readPagemap(r.pagemap, r.mem, func(p, e uint64) {
+		if e&(pmPresent|pmSwapped) != 0 {
+			s.Set(p)
+		}
+	})
+	return s, err
+}
+
+func isZero(b []byte) bool {
+	for i := 0; i+8 <= len(b); i += 8 {
+		if *(*uint64)(unsafe.Pointer(&b[i])) != 0 {
+			return false
+		}
+	}
+	return true
+}
