@@ -265,3 +265,21 @@ func TestPagesRuns(t *testing.T) {
 		t.Errorf("Runs(50) = %v; want 5 runs", r)
 	}
 }
+
+func TestNeedsCompaction(t *testing.T) {
+	full := &Snapshot{Meta: Meta{ID: "f"}}
+	delta := &Snapshot{Meta: Meta{ID: "d", Parent: "f", Runs: make([]Run, 10)}}
+	chain := []*Snapshot{full}
+	for range CompactDepth - 2 {
+		chain = append(chain, delta)
+	}
+	if NeedsCompaction(chain, 5) {
+		t.Errorf("NeedsCompaction(%d snapshots, %d runs) = true", len(chain), 10*(len(chain)-1)+5)
+	}
+	if !NeedsCompaction(append(chain, delta), 5) {
+		t.Errorf("NeedsCompaction(%d snapshots) = false; want true", len(chain)+1)
+	}
+	if !NeedsCompaction(chain[:2], CompactRuns) {
+		t.Errorf("NeedsCompaction(%d runs) = false; want true", CompactRuns+10)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	mbits "math/bits"
 	"os"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -28,6 +29,11 @@ import (
 //     logged as well (vmmLog). Used where CONFIG_MEM_SOFT_DIRTY is off or
 //     /proc is out of reach (a jailed VMM restored from a snapshot).
 //
+// clear_refs is process-wide: one machine's re-arm would wipe another's
+// dirty bits. So at most one machine per process tracks with soft-dirty
+// (claimSoftDirty); the others use the dirty log. The VMM runs one machine
+// per process; tests may run several.
+//
 // Collecting and re-arming happen with the vCPUs and devices paused
 // (Machine.Snapshot, Machine.Restore hold ctl on a paused machine). The
 // VMM never discards guest pages (MADV_DONTNEED would hide a dirty page
@@ -50,6 +56,29 @@ const (
 // clearSoftDirty is what clear_refs takes to clear soft-dirty bits
 // (CLEAR_REFS_SOFT_DIRTY, fs/proc/task_mmu.c).
 var clearSoftDirty = []byte("4")
+
+var (
+	softDirtyMu    sync.Mutex
+	softDirtyTaken bool // guarded by softDirtyMu: a live machine tracks with soft-dirty
+)
+
+// claimSoftDirty makes the caller this process's soft-dirty machine if
+// no other is and the probe passes; releaseSoftDirty gives it back.
+func claimSoftDirty(pagemap, clearRefs *os.File) bool {
+	softDirtyMu.Lock()
+	defer softDirtyMu.Unlock()
+	if softDirtyTaken || !probeSoftDirty(pagemap, clearRefs) {
+		return false
+	}
+	softDirtyTaken = true
+	return true
+}
+
+func releaseSoftDirty() {
+	softDirtyMu.Lock()
+	softDirtyTaken = false
+	softDirtyMu.Unlock()
+}
 
 // probeSoftDirty reports whether soft-dirty works in this process: a
 // fresh page, written, cleared through clearRefs, must read clean, and

@@ -84,12 +84,13 @@ func mapRAM(size uint64, file string, pagemap *os.File, tracking string) (r *gue
 	switch r.tracking = tracking; tracking {
 	case "":
 		r.tracking = TrackDirtyLog
-		if probeSoftDirty(r.pagemap, r.clearRefs) {
+		if claimSoftDirty(r.pagemap, r.clearRefs) {
 			r.tracking = TrackSoftDirty
 		}
 	case TrackSoftDirty:
-		if !probeSoftDirty(r.pagemap, r.clearRefs) {
-			return nil, msg.Errorf(syscall.EOPNOTSUPP, "map guest RAM: no soft-dirty bits here (CONFIG_MEM_SOFT_DIRTY, /proc)")
+		if !claimSoftDirty(r.pagemap, r.clearRefs) {
+			r.tracking = ""
+			return nil, msg.Errorf(syscall.EOPNOTSUPP, "map guest RAM: no soft-dirty bits here (CONFIG_MEM_SOFT_DIRTY, /proc), or another machine of this process has them")
 		}
 	case TrackDirtyLog:
 	default:
@@ -120,6 +121,10 @@ func (r *guestRAM) mapChain(dir string) error {
 }
 
 func (r *guestRAM) close() error {
+	if r.tracking == TrackSoftDirty {
+		releaseSoftDirty()
+		r.tracking = ""
+	}
 	for _, f := range []**os.File{&r.pagemap, &r.clearRefs} {
 		if *f != nil {
 			(*f).Close()

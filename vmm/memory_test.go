@@ -67,3 +67,58 @@ func TestRAMFromChain(t *testing.T) {
 		t.Errorf("second collect: %v, %d dirty pages; want none", err, r.dirty.Count())
 	}
 }
+
+// TestVMMWritesLogged: with the dirty log (which sees only the guest's
+// writes), every page a device reaches through Slice counts as dirty.
+func TestVMMWritesLogged(t *testing.T) {
+	r, err := mapRAM(4<<20, "", nil, TrackDirtyLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if _, err := r.Slice(3*pageSize+4000, 200); err != nil { // pages 3 and 4
+		t.Fatal(err)
+	}
+	if _, err := r.Slice(100*pageSize, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := r.vmmLog.Runs(0)
+	want := []snapshot.Run{{Page: 3, Count: 2}, {Page: 100, Count: 1}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("VMM log after Slice = %v; want %v", got, want)
+	}
+	if r.slotFlags() == 0 {
+		t.Errorf("dirty-log RAM registers its slots without KVM_MEM_LOG_DIRTY_PAGES")
+	}
+}
+
+// TestOneSoftDirtyMachine: clear_refs is process-wide, so a second
+// machine in the process does not get soft-dirty tracking.
+func TestOneSoftDirtyMachine(t *testing.T) {
+	a, err := mapRAM(2<<20, "", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	testenv.HandOff(t, a.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	b, err := mapRAM(2<<20, "", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.tracking != TrackDirtyLog {
+		t.Errorf("second machine tracks with %s; want %s", b.tracking, TrackDirtyLog)
+	}
+	b.close()
+	if _, err := mapRAM(2<<20, "", nil, TrackSoftDirty); err == nil {
+		t.Errorf("soft-dirty forced on a second machine was accepted")
+	}
+	a.close()
+	c, err := mapRAM(2<<20, "", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if c.tracking != TrackSoftDirty {
+		t.Errorf("after the first machine closed, the next tracks with %s; want %s", c.tracking, TrackSoftDirty)
+	}
+}

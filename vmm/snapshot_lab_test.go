@@ -211,3 +211,42 @@ func TestRestoreFlat(t *testing.T) {
 			a.Maps, a.Resident, b.Maps, b.Resident)
 	}
 }
+
+// TestSnapshotCompaction: once a chain is snapshot.CompactDepth long, the
+// next snapshot over it is written full, and both it and the longest
+// chain restore with the guest's memory as it was.
+func TestSnapshotCompaction(t *testing.T) {
+	store := t.TempDir()
+	g := newDirtyGuest(t, 256<<20, "", "")
+	g.snap(store, "s0", "")
+	sums := map[string]string{}
+	var last *snapshot.Snapshot
+	for i := 1; i <= snapshot.CompactDepth; i++ {
+		g.cmd(fmt.Sprintf("fill %d 1 %d", i, i+100), fmt.Sprintf("FILLED %d", i+100))
+		sums[fmt.Sprint("s", i)] = g.cmd("sum", "SUM ")
+		last = g.snap(store, fmt.Sprint("s", i), fmt.Sprint("s", i-1))
+		if want := i == snapshot.CompactDepth; last.Full() != want {
+			t.Fatalf("s%d over a chain of %d: full %v; want %v", i, i, last.Full(), want)
+		}
+	}
+	g.m.Close()
+	for _, id := range []string{fmt.Sprint("s", snapshot.CompactDepth-1), last.ID} {
+		st, err := LoadState(filepath.Join(store, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newDirtyGuest(t, 256<<20, "", filepath.Join(store, id))
+		if err := r.m.Restore(st); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := r.m.MemoryStats()
+		t.Logf("restore %s: %+v", id, ms)
+		if err := r.m.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.cmd("sum", "SUM "); got != sums[id] {
+			t.Errorf("restored %s: %s; want %s", id, got, sums[id])
+		}
+		r.m.Close()
+	}
+}
