@@ -7,15 +7,17 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"sandfs/ctl/cred"
 )
 
 // Users of the tests below: neither is root nor the daemon's user.
 var (
-	alice = Cred{UID: 4001, GID: 4001}
-	bob   = Cred{UID: 4002, GID: 4002, Groups: func() []uint32 { return []uint32{4242} }}
+	alice = cred.Cred{UID: 4001, GID: 4001}
+	bob   = cred.Cred{UID: 4002, GID: 4002, Groups: func() []uint32 { return []uint32{4242} }}
 )
 
-func as(t *testing.T, c Cred) context.Context { return WithCred(ctx(t), c) }
+func as(t *testing.T, c cred.Cred) context.Context { return cred.With(ctx(t), c) }
 
 // TestOwner: a sandbox belongs to the Cred that made it (new on /ctl, or
 // an open of /clone), and keeps its owner across a restart of the plane.
@@ -34,7 +36,7 @@ func TestOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	do(t, p, "new d") // the daemon itself
-	want := map[string]Owner{"a": alice.Owner(), c.ID(): bob.Owner(), "d": daemon.Owner()}
+	want := map[string]cred.Owner{"a": alice.Owner(), c.ID(): bob.Owner(), "d": cred.Self().Owner()}
 	for id, o := range want {
 		if got := lookup(t, p, id).Owner(); got != o {
 			t.Errorf("%s: Owner() = %+v; want %+v", id, got, o)
@@ -65,7 +67,7 @@ func TestOwnerOldRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2, _ := openPlane(t, dir, nil)
-	if got := lookup(t, p2, "old").Owner(); got != (Owner{}) {
+	if got := lookup(t, p2, "old").Owner(); got != (cred.Owner{}) {
 		t.Errorf("Owner() of a record without one = %+v; want root", got)
 	}
 }
@@ -98,19 +100,7 @@ func TestControlOthers(t *testing.T) {
 	if _, err := p.Ctl(as(t, alice), []byte("rm a")); err != nil {
 		t.Errorf("alice: rm a: %v", err)
 	}
-	if _, err := p.Ctl(as(t, Cred{}), []byte("kill a2")); err != nil {
+	if _, err := p.Ctl(as(t, cred.Cred{}), []byte("kill a2")); err != nil {
 		t.Errorf("root: kill a2: %v", err)
-	}
-}
-
-func TestCred(t *testing.T) {
-	if c := CredOf(context.Background()); c.Owner() != daemon.Owner() || !c.Privileged() {
-		t.Errorf("CredOf(no cred) = %v; want the daemon's, privileged", c)
-	}
-	if alice.Privileged() || !(Cred{}).Privileged() {
-		t.Error("Privileged: want root only (and the daemon's user)")
-	}
-	if !bob.InGroup(4002) || !bob.InGroup(4242) || bob.InGroup(4001) || alice.InGroup(4242) {
-		t.Error("InGroup: want the gid and the supplementary groups only")
 	}
 }

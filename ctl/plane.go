@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
 )
 
@@ -153,7 +154,7 @@ func (p *Plane) ctl(ctx context.Context, m []byte) (string, error) {
 
 // ctlNew creates and starts a sandbox (new on /ctl); the reply is its id.
 func (p *Plane) ctlNew(ctx context.Context, c Command, v *Verb) (string, error) {
-	s, err := p.create(c.ID, c.Config, c.Verb, CredOf(ctx).Owner())
+	s, err := p.create(c.ID, c.Config, c.Verb, cred.Of(ctx).Owner())
 	if err != nil {
 		return "", err
 	}
@@ -217,7 +218,7 @@ func (p *Plane) Err() string {
 // is closed. A failure of Clone itself (ENODEV without a runtime) becomes
 // the plane's Err.
 func (p *Plane) Clone(ctx context.Context) (*Sandbox, error) {
-	s, err := p.create("", Config{}, "clone", CredOf(ctx).Owner())
+	s, err := p.create("", Config{}, "clone", cred.Of(ctx).Owner())
 	if err != nil {
 		p.fail("", []byte("clone"), err)
 		return nil, err
@@ -239,7 +240,7 @@ func (p *Plane) noRuntimeErr(verb string) error {
 
 // create registers a sandbox in state new, called id or a generated id,
 // belonging to owner. verb names the request in error texts.
-func (p *Plane) create(id string, cfg Config, verb string, owner Owner) (*Sandbox, error) {
+func (p *Plane) create(id string, cfg Config, verb string, owner cred.Owner) (*Sandbox, error) {
 	if p.rt == nil {
 		// Refuse before anything exists: a sandbox that can never
 		// start is not worth reserving.

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
 )
 
@@ -16,8 +17,8 @@ import (
 type Sandbox struct {
 	p       *Plane
 	id      string
-	created time.Time // immutable
-	owner   Owner     // immutable: who created it
+	created time.Time  // immutable
+	owner   cred.Owner // immutable: who created it
 
 	// op serializes operations (configure, start, pause, resume, kill,
 	// rm, timeout expiry, machine end) and is held across Runtime and
@@ -43,7 +44,7 @@ type Sandbox struct {
 	uid      int                // host uid/gid of its machine (Spec.UID), 0 none; set once, at the first launch, with Plane.mu held too
 }
 
-func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner Owner) *Sandbox {
+func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner cred.Owner) *Sandbox {
 	return &Sandbox{p: p, id: id, created: created, owner: owner, state: StateNew, cfg: cfg, changed: make(chan struct{})}
 }
 
@@ -52,7 +53,7 @@ func (s *Sandbox) ID() string { return s.id }
 
 // Owner returns who the sandbox belongs to: the uid and gid that created
 // it (its files are theirs).
-func (s *Sandbox) Owner() Owner { return s.owner }
+func (s *Sandbox) Owner() cred.Owner { return s.owner }
 
 // State returns the current lifecycle state.
 func (s *Sandbox) State() State {

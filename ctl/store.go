@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
 )
 
@@ -39,18 +40,18 @@ const recordFormat = 1
 //
 // owner came later within format 1: a record without it belongs to root.
 type record struct {
-	Format   int       `json:"format"`
-	ID       string    `json:"id"`
-	Owner    Owner     `json:"owner"`
-	State    State     `json:"state"`
-	Template string    `json:"template"`
-	MemBytes uint64    `json:"mem"`
-	CPUs     int       `json:"cpus"`
-	World    string    `json:"world,omitempty"`
-	Timeout  int64     `json:"timeout_ns"`
-	Created  time.Time `json:"created"`
-	Deadline time.Time `json:"deadline,omitzero"`
-	Err      string    `json:"err,omitempty"`
+	Format   int        `json:"format"`
+	ID       string     `json:"id"`
+	Owner    cred.Owner `json:"owner"`
+	State    State      `json:"state"`
+	Template string     `json:"template"`
+	MemBytes uint64     `json:"mem"`
+	CPUs     int        `json:"cpus"`
+	World    string     `json:"world,omitempty"`
+	Timeout  int64      `json:"timeout_ns"`
+	Created  time.Time  `json:"created"`
+	Deadline time.Time  `json:"deadline,omitzero"`
+	Err      string     `json:"err,omitempty"`
 	// UID is the host uid/gid the sandbox's machine runs as (Spec.UID),
 	// held until rm: files in its run directory belong to it.
 	UID int `json:"uid,omitempty"`

@@ -5,7 +5,7 @@ import (
 	iofs "io/fs"
 	"syscall"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 )
 
 // Access is what a request asks of a node: the bits of access(2).
@@ -27,12 +27,12 @@ var errPerm error = syscall.EACCES
 // fs/namei.c) decides: the privileged (root, the daemon's user) may do
 // anything; the owner gets the owner bits, a member of the node's group
 // the group bits, anyone else the other bits.
-func Permits(c ctl.Cred, a Attr, want Access) bool {
+func Permits(c cred.Cred, a Attr, want Access) bool {
 	if c.Privileged() {
 		return true
 	}
 	perm := Access(a.Mode.Perm())
-	var o ctl.Owner
+	var o cred.Owner
 	if a.Owner != nil {
 		o = *a.Owner
 	}
@@ -53,23 +53,23 @@ func Permits(c ctl.Cred, a Attr, want Access) bool {
 //
 // Chan's methods are how the adapters use nodes, and they are the one
 // place access is checked, for every transport alike: each takes the
-// caller from ctx (ctl.CredOf: the FUSE caller, the 9P connection's
+// caller from ctx (cred.Of: the FUSE caller, the 9P connection's
 // peer or token) and checks it with Permits against the attributes the
 // Chan saw when it was made, before it calls the node. In-process callers
 // that use nodes directly (Walk, Open) check nothing.
 type Chan struct {
 	node   Node
-	parent ctl.Owner // the owner of the directory the node was found in
-	attr   Attr      // as seen when the Chan was made; Owner set
+	parent cred.Owner // the owner of the directory the node was found in
+	attr   Attr       // as seen when the Chan was made; Owner set
 }
 
 // NewChan returns the Chan of root, a tree's root. A root that shows no
 // owner belongs to def (for a remote tree, the user who mounts it).
-func NewChan(ctx context.Context, root Node, def ctl.Owner) (Chan, error) {
+func NewChan(ctx context.Context, root Node, def cred.Owner) (Chan, error) {
 	return newChan(ctx, root, def)
 }
 
-func newChan(ctx context.Context, n Node, parent ctl.Owner) (Chan, error) {
+func newChan(ctx context.Context, n Node, parent cred.Owner) (Chan, error) {
 	c := Chan{node: n, parent: parent}
 	a, err := c.Stat(ctx)
 	if err != nil {
@@ -117,7 +117,7 @@ func (c Chan) Refresh(ctx context.Context) (Chan, error) {
 
 // Check returns EACCES unless ctx's caller may have access want to c.
 func (c Chan) Check(ctx context.Context, want Access) error {
-	if !Permits(ctl.CredOf(ctx), c.attr, want) {
+	if !Permits(cred.Of(ctx), c.attr, want) {
 		return errPerm
 	}
 	return nil

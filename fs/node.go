@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 )
 
 // Node is one file or directory of the tree. Every node can say what it
@@ -30,7 +30,7 @@ type Attr struct {
 	// the directory it is in (Chan fills it in). The root belongs to the
 	// daemon's user and the creators' group; a sandbox's directory to
 	// the sandbox's owner, and so everything under it.
-	Owner *ctl.Owner
+	Owner *cred.Owner
 }
 
 // Dir is a directory: a name space one level deep.
@@ -59,7 +59,7 @@ type Opener interface {
 
 // Source is a readable generated file: Text writes the file's whole
 // content into b. It is called at the first read of an open and again
-// whenever a read restarts at offset 0 (see textHandle).
+// whenever a read restarts at offset 0 (see TextHandle).
 type Source interface {
 	Text(ctx context.Context, b *bytes.Buffer) error
 }
@@ -99,7 +99,7 @@ func (f OpenFlags) Readable() bool { return f&syscall.O_ACCMODE != WriteOnly }
 func (f OpenFlags) Writable() bool { return f&syscall.O_ACCMODE != ReadOnly }
 
 // Open opens node n for the transports: an Opener opens itself; a
-// Source and/or Sink gets a standard handle (textHandle, message writes).
+// Source and/or Sink gets a standard handle (TextHandle, message writes).
 // Asking for an access the node does not offer fails with EACCES, a
 // directory with EISDIR.
 func Open(ctx context.Context, n Node, flags OpenFlags) (Handle, error) {
@@ -114,12 +114,12 @@ func Open(ctx context.Context, n Node, flags OpenFlags) (Handle, error) {
 	if (flags.Readable() && !canRead) || (flags.Writable() && !canWrite) {
 		return nil, errAccess
 	}
-	return &fileHandle{text: textHandle{src: src}, sink: sink}, nil
+	return &fileHandle{text: TextHandle{Src: src}, sink: sink}, nil
 }
 
 // fileHandle is the standard handle of a Source and/or Sink.
 type fileHandle struct {
-	text textHandle
+	text TextHandle
 	sink Sink // nil: not writable
 }
 
@@ -142,7 +142,7 @@ func (h *fileHandle) Write(ctx context.Context, p []byte, off int64) (int, error
 // Close implements Handle.Close.
 func (h *fileHandle) Close() error { return nil }
 
-// Errors of the node model itself (ctl's carry their own errno).
+// Errors of the node model itself.
 var (
 	errNotFound error = syscall.ENOENT // no such name in a directory
 	errAccess   error = syscall.EACCES // open for an access the file does not offer

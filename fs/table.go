@@ -4,12 +4,12 @@ import (
 	"context"
 	iofs "io/fs"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 )
 
 // Entry is one row of a directory table: a name, the mode shown for it,
 // and how to make its node from the directory's value v (for example the
-// *ctl.Sandbox of a sandboxes/<id>/ directory).
+// *ctl.Sandbox of a sandboxes/<id>/ directory in package ctlfs).
 type Entry[T any] struct {
 	Name string
 	Mode iofs.FileMode // iofs.ModeDir|perm for directories, perm for files
@@ -23,7 +23,7 @@ type Table[T any] []Entry[T]
 
 // Dir returns the directory that serves table t over value v, owned by
 // owner (nil: its parent's owner); its entries are the directory's.
-func (t Table[T]) Dir(v T, mode iofs.FileMode, owner *ctl.Owner) Dir {
+func (t Table[T]) Dir(v T, mode iofs.FileMode, owner *cred.Owner) Dir {
 	return &tableDir[T]{t: t, v: v, mode: mode, owner: owner}
 }
 
@@ -32,7 +32,7 @@ type tableDir[T any] struct {
 	t     Table[T]
 	v     T
 	mode  iofs.FileMode
-	owner *ctl.Owner
+	owner *cred.Owner
 }
 
 // Stat implements Node.Stat.
@@ -59,9 +59,9 @@ func (d *tableDir[T]) List(context.Context) ([]Dirent, error) {
 	return out, nil
 }
 
-// fileAttr is the Attr of a generated file with the given mode: size 0,
+// FileAttr is the Attr of a generated file with the given mode: size 0,
 // since the text exists only once the file is opened.
-func fileAttr(mode iofs.FileMode) Attr { return Attr{Mode: mode.Perm()} }
+func FileAttr(mode iofs.FileMode) Attr { return Attr{Mode: mode.Perm()} }
 
 // EmptyDir is a directory with no entries yet (templates/, snapshots/,
 // worlds/ until their registries exist).

@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// textHandle serves a Source with seq_file semantics (gVisor
+// TextHandle serves a Source with seq_file semantics (gVisor
 // DynamicBytesFileDescriptionImpl): the text is generated whole at the
 // first read, later reads are served from that buffer so that sequential
 // reads see one consistent snapshot, and a read at offset 0 after the
@@ -16,10 +16,13 @@ import (
 //
 // On files that are written and read through one open (/ctl, /clone),
 // a write moves the start of the text to the offset where the write
-// ended (restartAt), so that `exec 3<>ctl; echo new >&3; cat <&3` reads
+// ended (RestartAt), so that `exec 3<>ctl; echo new >&3; cat <&3` reads
 // the reply from its beginning. Reads below that offset count from 0.
-type textHandle struct {
-	src Source // nil: not readable
+//
+// It is the read half of a handle: a file kind with per-open state
+// embeds one, sets Src (often to the handle itself) and forwards Read.
+type TextHandle struct {
+	Src Source // nil: not readable; set before the first Read
 
 	mu   sync.Mutex // protects the fields below
 	buf  bytes.Buffer
@@ -27,16 +30,16 @@ type textHandle struct {
 	base int64 // file offset of the text's first byte
 }
 
-// restartAt makes the text start again, fresh, at file offset off.
-func (t *textHandle) restartAt(off int64) {
+// RestartAt makes the text start again, fresh, at file offset off.
+func (t *TextHandle) RestartAt(off int64) {
 	t.mu.Lock()
 	t.base, t.gen = off, false
 	t.mu.Unlock()
 }
 
 // Read implements Handle.Read.
-func (t *textHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	if t.src == nil {
+func (t *TextHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if t.Src == nil {
 		return 0, syscall.EBADF
 	}
 	if off < 0 {
@@ -49,7 +52,7 @@ func (t *textHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 	}
 	if !t.gen || off == 0 {
 		t.buf.Reset()
-		if err := t.src.Text(ctx, &t.buf); err != nil {
+		if err := t.Src.Text(ctx, &t.buf); err != nil {
 			t.gen = false
 			return 0, err
 		}

@@ -49,7 +49,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
+	"sandfs/ctl/msg"
 	sfs "sandfs/fs"
 )
 
@@ -81,7 +82,7 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 	m := &Mount{dir: dir, log: log, inos: map[string]uint64{}, next: 1}
 	// A root that shows no owner (a remote tree) is the mounting user's,
 	// as a FUSE mount's user_id.
-	rc, err := sfs.NewChan(context.Background(), root, ctl.Owner{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())})
+	rc, err := sfs.NewChan(context.Background(), root, cred.Self().Owner())
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
@@ -197,20 +198,20 @@ func errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
-	return ctl.Errno(err)
+	return msg.Errno(err)
 }
 
-// caller returns ctx carrying the FUSE request's caller as a ctl.Cred:
+// caller returns ctx carrying the FUSE request's caller as a cred.Cred:
 // uid and gid from the request header, supplementary groups read from
 // /proc when a check asks for them. A request without a caller is
 // nobody's.
 func caller(ctx context.Context) context.Context {
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
-		return ctl.WithCred(ctx, ctl.Nobody)
+		return cred.With(ctx, cred.Nobody)
 	}
 	pid := c.Pid
-	return ctl.WithCred(ctx, ctl.Cred{UID: c.Uid, GID: c.Gid, Groups: sync.OnceValue(func() []uint32 { return procGroups(pid) })})
+	return cred.With(ctx, cred.Cred{UID: c.Uid, GID: c.Gid, Groups: sync.OnceValue(func() []uint32 { return procGroups(pid) })})
 }
 
 // procGroups returns the supplementary groups of thread pid, from the
@@ -385,7 +386,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		n.m.log.Debug("fuse: open failed", "path", "/"+n.path, "err", err)
 		return nil, 0, errno(err)
 	}
-	return &handle{h: h, path: n.path, cred: ctl.CredOf(ctx)}, fuse.FOPEN_DIRECT_IO, 0
+	return &handle{h: h, path: n.path, cred: cred.Of(ctx)}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // child makes the inode of c, just looked up or created as name in n; an
@@ -419,7 +420,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Close()
 		return nil, nil, 0, en
 	}
-	return ch, &handle{h: h, path: path.Join(n.path, name), cred: ctl.CredOf(ctx)}, fuse.FOPEN_DIRECT_IO, 0
+	return ch, &handle{h: h, path: path.Join(n.path, name), cred: cred.Of(ctx)}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // Mkdir implements gofs.NodeMkdirer for sfs.Mkdirer directories.
@@ -447,7 +448,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 type handle struct {
 	h    sfs.Handle
 	path string
-	cred ctl.Cred
+	cred cred.Cred
 }
 
 var (
@@ -459,7 +460,7 @@ var (
 
 // Read implements gofs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.h.Read(ctl.WithCred(ctx, h.cred), dest, off)
+	n, err := h.h.Read(cred.With(ctx, h.cred), dest, off)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -468,7 +469,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 
 // Write implements gofs.FileWriter.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n, err := h.h.Write(ctl.WithCred(ctx, h.cred), data, off)
+	n, err := h.h.Write(cred.With(ctx, h.cred), data, off)
 	if err != nil {
 		return 0, errno(err)
 	}

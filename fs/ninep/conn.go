@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net"
-	"os"
 	"path"
 	"sync"
 	"sync/atomic"
@@ -14,12 +13,12 @@ import (
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 	sfs "sandfs/fs"
 )
 
 // conn is one client connection: its context (which carries the
-// client's identity, ctl.Cred: see identity), its access rule and what
+// client's identity, cred.Cred: see identity), its access rule and what
 // its frames told us (fid paths, pending reads), used to end blocked
 // reads when the client flushes or clunks them.
 //
@@ -30,7 +29,7 @@ import (
 type conn struct {
 	srv      *Server
 	lim      *limits
-	ctx      context.Context // ends with the connection; carries the client's ctl.Cred
+	ctx      context.Context // ends with the connection; carries the client's cred.Cred
 	cancel   context.CancelFunc
 	token    string
 	tokenSum [sha256.Size]byte // sha256 of token, for the constant-time check
@@ -57,10 +56,10 @@ type pendingWalk struct {
 // blockedRead is one ReadAt in progress.
 type blockedRead struct{ cancel context.CancelFunc }
 
-// newConn returns the state of connection c, whose client is cred.
+// newConn returns the state of connection c, whose client is who.
 // release, if not nil, gives back c's admission slot; it is called at the
 // first attach or when the connection ends, whichever comes first.
-func newConn(ctx context.Context, s *Server, c net.Conn, token string, cred ctl.Cred, release func()) *conn {
+func newConn(ctx context.Context, s *Server, c net.Conn, token string, who cred.Cred, release func()) *conn {
 	if release == nil {
 		release = func() {}
 	}
@@ -77,7 +76,7 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, cred ctl.
 		readFids: map[uint16]uint32{},
 		blocked:  map[string]map[*blockedRead]struct{}{},
 	}
-	cn.ctx, cn.cancel = context.WithCancel(ctl.WithCred(ctx, cred))
+	cn.ctx, cn.cancel = context.WithCancel(cred.With(ctx, who))
 	return cn
 }
 
@@ -111,7 +110,7 @@ func (c *conn) Attach() (p9.File, error) {
 	c.mu.Lock()
 	aname := c.lastAname
 	c.mu.Unlock()
-	rc, err := sfs.NewChan(c.ctx, c.srv.root, ctl.Owner{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())})
+	rc, err := sfs.NewChan(c.ctx, c.srv.root, cred.Self().Owner())
 	if err != nil {
 		return nil, errno(err)
 	}

@@ -12,7 +12,8 @@ import (
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
+	"sandfs/ctl/msg"
 	sfs "sandfs/fs"
 )
 
@@ -52,7 +53,7 @@ func errno(err error) error {
 	if err == nil {
 		return nil
 	}
-	return linux.Errno(ctl.Errno(err))
+	return linux.Errno(msg.Errno(err))
 }
 
 func (f *file) qid(a sfs.Attr) p9.QID {
@@ -106,7 +107,7 @@ func toP9Attr(a sfs.Attr) p9.Attr {
 		t = started
 	}
 	sec, nsec := uint64(t.Unix()), uint64(t.Nanosecond())
-	var o ctl.Owner
+	var o cred.Owner
 	if a.Owner != nil {
 		o = *a.Owner
 	}

@@ -8,7 +8,7 @@ import (
 	"net"
 	"testing"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 )
 
 // FuzzFrames feeds any byte stream to the frame decoder of a connection
@@ -40,7 +40,7 @@ func FuzzFrames(f *testing.F) {
 		defer cc.Close()
 		defer sc.Close()
 		srv := NewServer(oneDir{"hello", textFile("hi\n")}, nil)
-		cn := newConn(context.Background(), srv, sc, testToken, ctl.Nobody, nil)
+		cn := newConn(context.Background(), srv, sc, testToken, cred.Nobody, nil)
 		defer cn.cancel()
 		if authed {
 			cn.authenticated()

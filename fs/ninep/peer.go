@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 )
 
 // identity returns who the client on c is, for the access checks of
@@ -22,17 +22,17 @@ import (
 //   - anything else (a pipe handed to ServeConn), nobody.
 //
 // A Tattach's uname and uid are never asked.
-func identity(c net.Conn, token string) (ctl.Cred, error) {
+func identity(c net.Conn, token string) (cred.Cred, error) {
 	if token != "" {
-		return ctl.Cred{}, nil
+		return cred.Cred{}, nil
 	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return ctl.Nobody, nil
+		return cred.Nobody, nil
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return ctl.Cred{}, fmt.Errorf("peer credentials: %w", err)
+		return cred.Cred{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	var (
 		uc2    *unix.Ucred
@@ -44,12 +44,12 @@ func identity(c net.Conn, token string) (ctl.Cred, error) {
 			groups, serr = peerGroups(int(fd))
 		}
 	}); err != nil {
-		return ctl.Cred{}, fmt.Errorf("peer credentials: %w", err)
+		return cred.Cred{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	if serr != nil {
-		return ctl.Cred{}, fmt.Errorf("peer credentials: %w", serr)
+		return cred.Cred{}, fmt.Errorf("peer credentials: %w", serr)
 	}
-	return ctl.Cred{UID: uc2.Uid, GID: uc2.Gid, Groups: func() []uint32 { return groups }}, nil
+	return cred.Cred{UID: uc2.Uid, GID: uc2.Gid, Groups: func() []uint32 { return groups }}, nil
 }
 
 // peerGroups returns the supplementary groups of the peer of unix socket

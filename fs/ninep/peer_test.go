@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 )
 
 // TestIdentity: a unix socket's client is its peer, with its groups; a
@@ -51,7 +51,7 @@ func TestIdentity(t *testing.T) {
 	p1, p2 := net.Pipe()
 	defer p1.Close()
 	defer p2.Close()
-	if c, _ := identity(p1, ""); c.Owner() != ctl.Nobody.Owner() {
+	if c, _ := identity(p1, ""); c.Owner() != cred.Nobody.Owner() {
 		t.Errorf("identity(pipe) = %v; want nobody", c)
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
-	"sandfs/ctl"
+	"sandfs/ctl/cred"
 	sfs "sandfs/fs"
 	"sandfs/test/syncbuf"
 )
@@ -386,7 +386,7 @@ func TestVersionMsizeClamped(t *testing.T) {
 func TestFailedWalksLeaveNoFid(t *testing.T) {
 	srv := NewServer(oneDir{"hello", textFile("hi\n")}, nil)
 	cc, sc := net.Pipe()
-	cn := newConn(context.Background(), srv, sc, "", ctl.Nobody, nil)
+	cn := newConn(context.Background(), srv, sc, "", cred.Nobody, nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

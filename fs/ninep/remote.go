@@ -24,9 +24,9 @@ import (
 // forgotten node leaks no fid. An open handle keeps its own fid.
 //
 // The server's replies are input, as a guest agent's are to the daemon:
-// reads and writes go through fs.ReadP9 and fs.WriteP9 (a count larger
+// reads and writes go through ReadP9 and WriteP9 (a count larger
 // than asked, or a panic in the p9 client, is EIO rather than a crash of
-// the process serving the mount), listings through fs.ListP9 (bounded).
+// the process serving the mount), listings through ListP9 (bounded).
 type Remote struct {
 	client *p9.Client
 	root   p9.File
@@ -96,7 +96,7 @@ func (r *Remote) Root() sfs.Dir { return &remoteDir{remoteNode{r: r}} }
 // Close closes the connection; open handles then fail.
 func (r *Remote) Close() error { return r.client.Close() }
 
-// toErrno turns the p9 client's errors into syscall.Errno, which ctl.Errno
+// toErrno turns the p9 client's errors into syscall.Errno, which msg.Errno
 // and the FUSE adapter pass through; io.EOF is returned as is.
 func toErrno(err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
@@ -138,13 +138,13 @@ func (n *remoteNode) walk() (p9.File, sfs.Attr, error) {
 			f.Close()
 			return nil, sfs.Attr{}, toErrno(err)
 		}
-		return f, sfs.FromP9Attr(a), nil
+		return f, FromP9Attr(a), nil
 	}
 	_, f, _, a, err := n.r.root.WalkGetAttr(n.names)
 	if err != nil {
 		return nil, sfs.Attr{}, toErrno(err)
 	}
-	return f, sfs.FromP9Attr(a), nil
+	return f, FromP9Attr(a), nil
 }
 
 // Stat implements fs.Node.Stat with a fresh getattr.
@@ -181,7 +181,7 @@ func (n *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
 	if _, _, err := f.Open(p9.ReadOnly); err != nil {
 		return nil, toErrno(err)
 	}
-	out, err := sfs.ListP9(f, 256)
+	out, err := ListP9(f, 256)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -248,7 +248,7 @@ func (h *remoteHandle) Read(ctx context.Context, p []byte, off int64) (int, erro
 	buf := make([]byte, len(p))
 	ch := make(chan result, 1)
 	go func() {
-		n, err := sfs.ReadP9(f, buf, off) // recovers: this goroutine is ours
+		n, err := ReadP9(f, buf, off) // recovers: this goroutine is ours
 		ch <- result{n, err}
 	}()
 	var res result
@@ -280,7 +280,7 @@ func (h *remoteHandle) Write(ctx context.Context, p []byte, off int64) (int, err
 	if err != nil {
 		return 0, err
 	}
-	n, err := sfs.WriteP9(f, p, off)
+	n, err := WriteP9(f, p, off)
 	return n, toErrno(err)
 }
 

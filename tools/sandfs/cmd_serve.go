@@ -20,6 +20,7 @@ import (
 
 	"sandfs/ctl"
 	sfs "sandfs/fs"
+	"sandfs/fs/ctlfs"
 	"sandfs/fs/fusefs"
 	"sandfs/fs/ninep"
 	"sandfs/vmm/probe"
@@ -143,7 +144,7 @@ func serve(log *slog.Logger, c serveConfig) error {
 	}
 	plane.SetNoRuntimeReason(noRuntime)
 	defer plane.Close()
-	tree := sfs.New(plane, log)
+	tree := ctlfs.New(plane, log)
 	gid := -1
 	if c.group != "" {
 		if gid, err = lookupGroup(c.group); err != nil {

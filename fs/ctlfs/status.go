@@ -1,9 +1,11 @@
-package fs
+package ctlfs
 
 import (
 	"bytes"
 	"context"
 	iofs "io/fs"
+
+	sfs "sandfs/fs"
 
 	"sandfs/ctl"
 )
@@ -17,12 +19,12 @@ type statusFile struct {
 	mode iofs.FileMode
 }
 
-var _ Source = (*statusFile)(nil)
+var _ sfs.Source = (*statusFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *statusFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *statusFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Text implements Source.
+// Text implements fs.Source.
 func (f *statusFile) Text(ctx context.Context, b *bytes.Buffer) error {
 	b.WriteString(f.sb.Status())
 	b.WriteByte('\n')

@@ -1,4 +1,4 @@
-package fs_test
+package ctlfs_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // same run, a regular file of the same size through go-fuse's loopback
 // file system, and reports each cost and the ratios to the loopback:
 //
-//	go test -run - -bench StatusRead -benchtime 2000x ./fs/
+//	go test -run - -bench StatusRead -benchtime 2000x ./fs/ctlfs/
 func BenchmarkStatusRead(b *testing.B) {
 	e := newEnv(b, "")
 	if _, err := e.plane.Ctl(context.Background(), []byte("new bench")); err != nil {

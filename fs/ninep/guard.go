@@ -1,13 +1,16 @@
-package fs
+package ninep
 
 import (
 	"errors"
 	"fmt"
+	iofs "io/fs"
+	"math"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+	"time"
 
 	"github.com/hugelgupf/p9/p9"
+
+	sfs "sandfs/fs"
 )
 
 // Replies from a 9P server that the daemon does not control (a guest
@@ -41,7 +44,8 @@ import (
 //	  empty, or over NameMax bytes
 //
 // Texts from a guest that the daemon shows in its own files (err,
-// execstatus) go through guestText: one line, control bytes escaped.
+// execstatus) go through ctlfs's guestText: one line, control bytes
+// escaped.
 
 // ErrBadReply is the error of a 9P reply that breaks the protocol or a
 // bound; it is wrapped with what was wrong.
@@ -109,23 +113,67 @@ func validName(s string) bool {
 	return s != "" && len(s) <= NameMax && !strings.ContainsAny(s, "/\x00")
 }
 
-// guestText turns bytes a guest sent for display in the daemon's own
-// files (err, execstatus) into one line: surrounding space trimmed,
-// newlines, other control characters and invalid UTF-8 escaped as \xNN,
-// so that `cat err` shows text, never terminal escapes or extra lines.
-func guestText(b []byte) string {
-	b = []byte(strings.TrimSpace(string(b)))
-	var sb strings.Builder
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if (r == utf8.RuneError && size <= 1) || unicode.IsControl(r) {
-			for _, c := range b[:max(size, 1)] {
-				fmt.Fprintf(&sb, `\x%02x`, c)
-			}
-		} else {
-			sb.Write(b[:size])
-		}
-		b = b[max(size, 1):]
+// FromP9Attr is the Attr of a 9P file with attributes a (a guest's files,
+// a remote tree's). A size beyond int64 is cut to the largest int64.
+func FromP9Attr(a p9.Attr) sfs.Attr {
+	mode := iofs.FileMode(a.Mode.Permissions())
+	if a.Mode.IsDir() {
+		mode |= iofs.ModeDir
 	}
-	return sb.String()
+	size := int64(min(a.Size, math.MaxInt64))
+	return sfs.Attr{Mode: mode, Size: size, Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds))}
+}
+
+// ListP9 reads the whole of the open 9P directory f, count bytes per
+// Treaddir, as Dirents without "." and "..". The server's offsets are
+// cookies (a guest's ext4 gives hashes), so they are only checked never
+// to come back: asking for the same offset twice would repeat forever.
+// The listing is bounded by MaxDirEntries and MaxDirBytes, and names must
+// be single path elements (validName); breaking any of these is an
+// ErrBadReply. Time is the caller's to bound.
+func ListP9(f p9.File, count uint32) ([]sfs.Dirent, error) {
+	var out []sfs.Dirent
+	var off uint64
+	entries, bytes := 0, 0
+	asked := map[uint64]bool{}
+	for {
+		if asked[off] {
+			return nil, fmt.Errorf("%w: readdir offset %d came back after %d entries", ErrBadReply, off, entries)
+		}
+		asked[off] = true
+		var ds []p9.Dirent
+		err := Guard(func() error {
+			var err error
+			ds, err = f.Readdir(off, count)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(ds) == 0 {
+			return out, nil
+		}
+		for _, e := range ds {
+			entries++
+			bytes += len(e.Name)
+			if entries > MaxDirEntries {
+				return nil, fmt.Errorf("%w: readdir: more than %d entries", ErrBadReply, MaxDirEntries)
+			}
+			if bytes > MaxDirBytes {
+				return nil, fmt.Errorf("%w: readdir: more than %d bytes of names", ErrBadReply, MaxDirBytes)
+			}
+			off = e.Offset
+			if e.Name == "." || e.Name == ".." {
+				continue
+			}
+			if !validName(e.Name) {
+				return nil, fmt.Errorf("%w: readdir: bad entry name %.64q", ErrBadReply, e.Name)
+			}
+			var m iofs.FileMode
+			if e.Type == p9.TypeDir {
+				m = iofs.ModeDir
+			}
+			out = append(out, sfs.Dirent{Name: e.Name, Mode: m})
+		}
+	}
 }

@@ -1,10 +1,12 @@
-package fs
+package ctlfs
 
 import (
 	"bytes"
 	"context"
 	iofs "io/fs"
 	"sync"
+
+	sfs "sandfs/fs"
 
 	"sandfs/ctl"
 )
@@ -23,31 +25,31 @@ type waitFile struct {
 	mode iofs.FileMode
 }
 
-var _ Opener = (*waitFile)(nil)
+var _ sfs.Opener = (*waitFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *waitFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *waitFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Open implements Opener.Open: the handle remembers the version seen.
-func (f *waitFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+// Open implements fs.Opener.Open: the handle remembers the version seen.
+func (f *waitFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 	if flags.Writable() {
 		return nil, errAccess
 	}
 	h := &waitHandle{sb: f.sb, seen: f.sb.Version()}
-	h.text.src = h
+	h.text.Src = h
 	return h, nil
 }
 
 // waitHandle is one open of a wait file.
 type waitHandle struct {
 	sb   *ctl.Sandbox
-	text textHandle
+	text sfs.TextHandle
 
 	mu   sync.Mutex // protects seen
 	seen uint64     // the version the next wait starts from
 }
 
-// Text implements Source: it blocks until the next change.
+// Text implements fs.Source: it blocks until the next change.
 func (h *waitHandle) Text(ctx context.Context, b *bytes.Buffer) error {
 	h.mu.Lock()
 	v := h.seen
@@ -64,13 +66,13 @@ func (h *waitHandle) Text(ctx context.Context, b *bytes.Buffer) error {
 	return nil
 }
 
-// Read implements Handle.Read.
+// Read implements fs.Handle.Read.
 func (h *waitHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	return h.text.Read(ctx, p, off)
 }
 
-// Write implements Handle.Write.
+// Write implements fs.Handle.Write.
 func (h *waitHandle) Write(context.Context, []byte, int64) (int, error) { return 0, errBadFD }
 
-// Close implements Handle.Close.
+// Close implements fs.Handle.Close.
 func (h *waitHandle) Close() error { return nil }

@@ -1,4 +1,4 @@
-package fs_test
+package ctlfs_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sandfs/fs/ctlfs"
 
 	"sandfs/ctl"
 	sfs "sandfs/fs"
@@ -263,9 +265,9 @@ func (hostileMachine) DialGuest(ctx context.Context, port uint32) (net.Conn, err
 // request, with EIO and a text in evil's err that names it; no panic
 // reaches the process; ok keeps working throughout.
 func TestHostileGuest(t *testing.T) {
-	d, o, me := sfs.GuestDialTimeout, sfs.GuestOpTimeout, sfs.MaxDirEntries
-	t.Cleanup(func() { sfs.GuestDialTimeout, sfs.GuestOpTimeout, sfs.MaxDirEntries = d, o, me })
-	sfs.GuestDialTimeout, sfs.GuestOpTimeout, sfs.MaxDirEntries = 2*time.Second, 2*time.Second, 10000
+	d, o, me := ctlfs.GuestDialTimeout, ctlfs.GuestOpTimeout, ninep.MaxDirEntries
+	t.Cleanup(func() { ctlfs.GuestDialTimeout, ctlfs.GuestOpTimeout, ninep.MaxDirEntries = d, o, me })
+	ctlfs.GuestDialTimeout, ctlfs.GuestOpTimeout, ninep.MaxDirEntries = 2*time.Second, 2*time.Second, 10000
 
 	rt := hostileRuntime{&agentRuntime{t: t, agents: map[string]*testAgent{}}}
 	p, err := ctl.Open(t.TempDir(), rt, nil)
@@ -273,7 +275,7 @@ func TestHostileGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	tree := sfs.New(p, nil)
+	tree := ctlfs.New(p, nil)
 	for _, id := range []string{"evil", "ok"} {
 		if _, err := p.Ctl(context.Background(), []byte("new "+id)); err != nil {
 			t.Fatalf("new %s: %v", id, err)
@@ -393,7 +395,7 @@ func TestHostileGuest(t *testing.T) {
 		go func() { _, err := c.ReadFile("sandboxes/evil/fs/hang"); done <- err }()
 		start := time.Now()
 		okWorks(t)
-		if d := time.Since(start); d > sfs.GuestOpTimeout {
+		if d := time.Since(start); d > ctlfs.GuestOpTimeout {
 			t.Errorf("ok took %v while evil hung", d)
 		}
 		if err := <-done; !errors.Is(err, syscall.ETIMEDOUT) {
@@ -465,9 +467,9 @@ func TestHostileGuest(t *testing.T) {
 // TestHostileRemote is the same lying server behind ninep.Remote (the
 // client side of `sandfs mount`): its lies are EIO, not a panic.
 func TestHostileRemote(t *testing.T) {
-	me := sfs.MaxDirEntries
-	t.Cleanup(func() { sfs.MaxDirEntries = me })
-	sfs.MaxDirEntries = 1000
+	me := ninep.MaxDirEntries
+	t.Cleanup(func() { ninep.MaxDirEntries = me })
+	ninep.MaxDirEntries = 1000
 	cc, sc := net.Pipe()
 	go serveHostile(sc)
 	r, err := ninep.NewRemote(cc, "")

@@ -1,17 +1,17 @@
-package fs
+package ctlfs
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	iofs "io/fs"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
+
+	sfs "sandfs/fs"
+	"sandfs/fs/ninep"
 
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
@@ -47,17 +47,17 @@ type guestFile struct {
 }
 
 var (
-	_ Dir       = (*guestDir)(nil)
-	_ Creator   = (*guestDir)(nil)
-	_ Mkdirer   = (*guestDir)(nil)
-	_ Remover   = (*guestDir)(nil)
-	_ Opener    = (*guestFile)(nil)
-	_ Truncater = (*guestFile)(nil)
+	_ sfs.Dir       = (*guestDir)(nil)
+	_ sfs.Creator   = (*guestDir)(nil)
+	_ sfs.Mkdirer   = (*guestDir)(nil)
+	_ sfs.Remover   = (*guestDir)(nil)
+	_ sfs.Opener    = (*guestFile)(nil)
+	_ sfs.Truncater = (*guestFile)(nil)
 )
 
 // newGuestBind returns the bind point of the agent's directory name
 // ("procs" or "fs") for sandbox sb.
-func newGuestBind(sb *ctl.Sandbox, name string, mode iofs.FileMode) Node {
+func newGuestBind(sb *ctl.Sandbox, name string, mode iofs.FileMode) sfs.Node {
 	return &guestDir{g: linkOf(sb), names: []string{name}, mode: mode, top: true}
 }
 
@@ -67,82 +67,17 @@ func newGuestBind(sb *ctl.Sandbox, name string, mode iofs.FileMode) Node {
 type onceAttr struct {
 	used atomic.Bool
 	set  bool // a holds the lookup's attributes; immutable after the node is made
-	a    Attr
+	a    sfs.Attr
 }
 
-func (o *onceAttr) take() (Attr, bool) {
+func (o *onceAttr) take() (sfs.Attr, bool) {
 	if !o.set || o.used.Swap(true) {
-		return Attr{}, false
+		return sfs.Attr{}, false
 	}
 	return o.a, true
 }
 
 func guestPath(names []string) string { return strings.Join(names, "/") }
-
-// FromP9Attr is the Attr of a 9P file with attributes a (a guest's files,
-// a remote tree's). A size beyond int64 is cut to the largest int64.
-func FromP9Attr(a p9.Attr) Attr {
-	mode := iofs.FileMode(a.Mode.Permissions())
-	if a.Mode.IsDir() {
-		mode |= iofs.ModeDir
-	}
-	size := int64(min(a.Size, math.MaxInt64))
-	return Attr{Mode: mode, Size: size, Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds))}
-}
-
-// ListP9 reads the whole of the open 9P directory f, count bytes per
-// Treaddir, as Dirents without "." and "..". The server's offsets are
-// cookies (a guest's ext4 gives hashes), so they are only checked never
-// to come back: asking for the same offset twice would repeat forever.
-// The listing is bounded by MaxDirEntries and MaxDirBytes, and names must
-// be single path elements (validName); breaking any of these is an
-// ErrBadReply. Time is the caller's to bound.
-func ListP9(f p9.File, count uint32) ([]Dirent, error) {
-	var out []Dirent
-	var off uint64
-	entries, bytes := 0, 0
-	asked := map[uint64]bool{}
-	for {
-		if asked[off] {
-			return nil, fmt.Errorf("%w: readdir offset %d came back after %d entries", ErrBadReply, off, entries)
-		}
-		asked[off] = true
-		var ds []p9.Dirent
-		err := Guard(func() error {
-			var err error
-			ds, err = f.Readdir(off, count)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		if len(ds) == 0 {
-			return out, nil
-		}
-		for _, e := range ds {
-			entries++
-			bytes += len(e.Name)
-			if entries > MaxDirEntries {
-				return nil, fmt.Errorf("%w: readdir: more than %d entries", ErrBadReply, MaxDirEntries)
-			}
-			if bytes > MaxDirBytes {
-				return nil, fmt.Errorf("%w: readdir: more than %d bytes of names", ErrBadReply, MaxDirBytes)
-			}
-			off = e.Offset
-			if e.Name == "." || e.Name == ".." {
-				continue
-			}
-			if !validName(e.Name) {
-				return nil, fmt.Errorf("%w: readdir: bad entry name %.64q", ErrBadReply, e.Name)
-			}
-			var m iofs.FileMode
-			if e.Type == p9.TypeDir {
-				m = iofs.ModeDir
-			}
-			out = append(out, Dirent{Name: e.Name, Mode: m})
-		}
-	}
-}
 
 // stat walks names on s and returns their attributes (the fid is clunked).
 func (g *guestLink) stat(ctx context.Context, s *guestSession, names []string) (p9.Attr, error) {
@@ -200,7 +135,7 @@ func resolveLink(names []string, target string) []string {
 const maxLinks = 40
 
 // lookup returns the node at names, following symlinks under fs/.
-func (g *guestLink) lookup(ctx context.Context, names []string) (Node, error) {
+func (g *guestLink) lookup(ctx context.Context, names []string) (sfs.Node, error) {
 	s, err := g.shared(ctx)
 	if err != nil {
 		return nil, err
@@ -223,19 +158,19 @@ func (g *guestLink) lookup(ctx context.Context, names []string) (Node, error) {
 		}
 		if a.Mode.IsDir() {
 			d := &guestDir{g: g, names: names}
-			d.attr.a, d.attr.set = FromP9Attr(a), true
+			d.attr.a, d.attr.set = ninep.FromP9Attr(a), true
 			return d, nil
 		}
 		f := &guestFile{g: g, names: names}
-		f.attr.a, f.attr.set = FromP9Attr(a), true
+		f.attr.a, f.attr.set = ninep.FromP9Attr(a), true
 		return f, nil
 	}
 }
 
-// Stat implements Node.Stat.
-func (d *guestDir) Stat(ctx context.Context) (Attr, error) {
+// Stat implements fs.Node.Stat.
+func (d *guestDir) Stat(ctx context.Context) (sfs.Attr, error) {
 	if d.top {
-		return Attr{Mode: iofs.ModeDir | d.mode.Perm()}, nil
+		return sfs.Attr{Mode: iofs.ModeDir | d.mode.Perm()}, nil
 	}
 	if a, ok := d.attr.take(); ok {
 		return a, nil
@@ -243,30 +178,30 @@ func (d *guestDir) Stat(ctx context.Context) (Attr, error) {
 	return d.g.statNode(ctx, d.names)
 }
 
-func (g *guestLink) statNode(ctx context.Context, names []string) (Attr, error) {
+func (g *guestLink) statNode(ctx context.Context, names []string) (sfs.Attr, error) {
 	s, err := g.shared(ctx)
 	if err != nil {
-		return Attr{}, err
+		return sfs.Attr{}, err
 	}
 	a, err := g.stat(ctx, s, names)
 	if err != nil {
-		return Attr{}, err
+		return sfs.Attr{}, err
 	}
-	return FromP9Attr(a), nil
+	return ninep.FromP9Attr(a), nil
 }
 
-// Lookup implements Dir.Lookup.
-func (d *guestDir) Lookup(ctx context.Context, name string) (Node, error) {
+// Lookup implements fs.Dir.Lookup.
+func (d *guestDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
 	return d.g.lookup(ctx, append(append([]string(nil), d.names...), name))
 }
 
-// List implements Dir.List.
-func (d *guestDir) List(ctx context.Context) ([]Dirent, error) {
+// List implements fs.Dir.List.
+func (d *guestDir) List(ctx context.Context) ([]sfs.Dirent, error) {
 	s, err := d.g.shared(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []Dirent
+	var out []sfs.Dirent
 	err = d.g.do(ctx, s, "readdir "+guestPath(d.names), true, nil, func() error {
 		_, f, err := s.root.Walk(d.names)
 		if err != nil {
@@ -276,7 +211,7 @@ func (d *guestDir) List(ctx context.Context) ([]Dirent, error) {
 		if _, _, err := f.Open(p9.ReadOnly); err != nil {
 			return err
 		}
-		out, err = ListP9(f, 1<<16)
+		out, err = ninep.ListP9(f, 1<<16)
 		return err
 	})
 	if err != nil {
@@ -285,8 +220,8 @@ func (d *guestDir) List(ctx context.Context) ([]Dirent, error) {
 	return out, nil
 }
 
-// Create implements Creator: a new file in the guest, owned by root.
-func (d *guestDir) Create(ctx context.Context, name string, flags OpenFlags, perm iofs.FileMode) (Node, Handle, error) {
+// Create implements fs.Creator: a new file in the guest, owned by root.
+func (d *guestDir) Create(ctx context.Context, name string, flags sfs.OpenFlags, perm iofs.FileMode) (sfs.Node, sfs.Handle, error) {
 	names := append(append([]string(nil), d.names...), name)
 	where := guestPath(names)
 	s, err := d.g.shared(ctx)
@@ -313,8 +248,8 @@ func (d *guestDir) Create(ctx context.Context, name string, flags OpenFlags, per
 	return &guestFile{g: d.g, names: names}, h, nil
 }
 
-// Mkdir implements Mkdirer.
-func (d *guestDir) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (Node, error) {
+// Mkdir implements fs.Mkdirer.
+func (d *guestDir) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (sfs.Node, error) {
 	names := append(append([]string(nil), d.names...), name)
 	where := guestPath(names)
 	s, err := d.g.shared(ctx)
@@ -336,7 +271,7 @@ func (d *guestDir) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (
 	return &guestDir{g: d.g, names: names}, nil
 }
 
-// Remove implements Remover: unlink a file or remove an empty directory.
+// Remove implements fs.Remover: unlink a file or remove an empty directory.
 func (d *guestDir) Remove(ctx context.Context, name string, dir bool) error {
 	where := guestPath(append(append([]string(nil), d.names...), name))
 	s, err := d.g.shared(ctx)
@@ -361,15 +296,15 @@ func (d *guestDir) Remove(ctx context.Context, name string, dir bool) error {
 	return nil
 }
 
-// Stat implements Node.Stat.
-func (f *guestFile) Stat(ctx context.Context) (Attr, error) {
+// Stat implements fs.Node.Stat.
+func (f *guestFile) Stat(ctx context.Context) (sfs.Attr, error) {
 	if a, ok := f.attr.take(); ok {
 		return a, nil
 	}
 	return f.g.statNode(ctx, f.names)
 }
 
-// Truncate implements Truncater for files under fs/. Under procs/ (the
+// Truncate implements fs.Truncater for files under fs/. Under procs/ (the
 // agent's message and stream files) truncation to 0, which `echo msg >
 // file` asks for, is ignored, and any other size is EPERM.
 func (f *guestFile) Truncate(ctx context.Context, size int64) error {
@@ -411,8 +346,8 @@ func isStream(names []string) bool {
 	return false
 }
 
-// Open implements Opener.
-func (f *guestFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+// Open implements fs.Opener.
+func (f *guestFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 	h := &guestHandle{g: f.g, names: f.names, flags: flags & syscall.O_ACCMODE, private: isStream(f.names)}
 	h.clone = len(f.names) == 2 && f.names[0] == "procs" && f.names[1] == "clone"
 	h.mu.Lock()
@@ -433,7 +368,7 @@ func (f *guestFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
 type guestHandle struct {
 	g       *guestLink
 	names   []string
-	flags   OpenFlags
+	flags   sfs.OpenFlags
 	private bool // a stream: own session, killed on interrupt
 	clone   bool // procs/clone
 
@@ -444,7 +379,7 @@ type guestHandle struct {
 	reading atomic.Int32 // reads in flight (a private session with one cannot be reused)
 }
 
-var _ Handle = (*guestHandle)(nil)
+var _ sfs.Handle = (*guestHandle)(nil)
 
 func (h *guestHandle) openLocked(ctx context.Context) error {
 	var s *guestSession
@@ -517,7 +452,7 @@ func (h *guestHandle) drop(s *guestSession, f p9.File) {
 	}
 }
 
-// Read implements Handle.Read. A stream read blocks until the agent has
+// Read implements fs.Handle.Read. A stream read blocks until the agent has
 // data, the stream ends (EOF) or ctx ends (EINTR; the private connection
 // is closed, so output the agent had already taken for this read is
 // lost, and the next read opens the stream again).
@@ -534,7 +469,7 @@ func (h *guestHandle) Read(ctx context.Context, p []byte, off int64) (int, error
 	err = h.g.do(ctx, s, "read "+guestPath(h.names), false, func() { h.drop(s, f) }, func() error {
 		defer h.reading.Add(-1)
 		var err error
-		n, err = ReadP9(f, buf, off)
+		n, err = ninep.ReadP9(f, buf, off)
 		return err
 	})
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -544,7 +479,7 @@ func (h *guestHandle) Read(ctx context.Context, p []byte, off int64) (int, error
 	return n, nil
 }
 
-// Write implements Handle.Write. A failed write to a ctl file (procs/clone,
+// Write implements fs.Handle.Write. A failed write to a ctl file (procs/clone,
 // procs/<n>/ctl) gets the agent's err text; every failed write leaves
 // its text in the sandbox's err.
 func (h *guestHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
@@ -556,7 +491,7 @@ func (h *guestHandle) Write(ctx context.Context, p []byte, off int64) (int, erro
 	var n int
 	err = h.g.do(ctx, s, "write "+where, false, func() { h.drop(s, f) }, func() error {
 		var err error
-		n, err = WriteP9(f, p, off)
+		n, err = ninep.WriteP9(f, p, off)
 		return err
 	})
 	if err == nil {
@@ -595,7 +530,7 @@ func (h *guestHandle) slot(ctx context.Context, s *guestSession, f p9.File) stri
 	return n
 }
 
-// Close implements Handle.Close.
+// Close implements fs.Handle.Close.
 func (h *guestHandle) Close() error {
 	h.mu.Lock()
 	s, f := h.s, h.f

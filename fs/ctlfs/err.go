@@ -1,9 +1,11 @@
-package fs
+package ctlfs
 
 import (
 	"bytes"
 	"context"
 	iofs "io/fs"
+
+	sfs "sandfs/fs"
 )
 
 // errFile serves /err and /sandboxes/<id>/err: the text of the last failed
@@ -17,12 +19,12 @@ type errFile struct {
 	mode iofs.FileMode
 }
 
-var _ Source = (*errFile)(nil)
+var _ sfs.Source = (*errFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *errFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *errFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Text implements Source.
+// Text implements fs.Source.
 func (f *errFile) Text(ctx context.Context, b *bytes.Buffer) error {
 	if s := f.text(); s != "" {
 		b.WriteString(s)

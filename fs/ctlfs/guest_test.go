@@ -1,4 +1,4 @@
-package fs_test
+package ctlfs_test
 
 import (
 	"bytes"
@@ -18,8 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/fs/ctlfs"
+
 	"sandfs/ctl"
-	sfs "sandfs/fs"
 	"sandfs/fs/client"
 	"sandfs/guest"
 	"sandfs/vmm/virtio/vsock/hybrid"
@@ -163,7 +164,7 @@ func (m *agentMachine) ConsolePath() string { return m.console }
 type guestEnv struct {
 	rt    *agentRuntime
 	plane *ctl.Plane
-	tree  *sfs.Tree
+	tree  *ctlfs.Tree
 	addr  string
 	mnt   string
 }
@@ -174,7 +175,7 @@ func newGuestEnv(t *testing.T, fuse bool) *guestEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &guestEnv{rt: rt, plane: p, tree: sfs.New(p, nil)}
+	e := &guestEnv{rt: rt, plane: p, tree: ctlfs.New(p, nil)}
 	// Cleanups run last-first: unmount and stop 9P before closing the plane.
 	t.Cleanup(func() { p.Close() })
 	e.addr = serve9P(t, e.tree.Root(), "unix", "")
@@ -451,9 +452,9 @@ func TestClientExec(t *testing.T) {
 // TestAgentFailures: an agent killed mid-command gives an error and a
 // text in err; a hung agent times out without blocking anything else.
 func TestAgentFailures(t *testing.T) {
-	d, o := sfs.GuestDialTimeout, sfs.GuestOpTimeout
-	t.Cleanup(func() { sfs.GuestDialTimeout, sfs.GuestOpTimeout = d, o }) // after the env's cleanups
-	sfs.GuestDialTimeout, sfs.GuestOpTimeout = 500*time.Millisecond, 500*time.Millisecond
+	d, o := ctlfs.GuestDialTimeout, ctlfs.GuestOpTimeout
+	t.Cleanup(func() { ctlfs.GuestDialTimeout, ctlfs.GuestOpTimeout = d, o }) // after the env's cleanups
+	ctlfs.GuestDialTimeout, ctlfs.GuestOpTimeout = 500*time.Millisecond, 500*time.Millisecond
 	e := newGuestEnv(t, true)
 	a := e.newSandbox(t, "k")
 	h := e.newSandbox(t, "h")

@@ -1,4 +1,4 @@
-package fs
+package ctlfs
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	sfs "sandfs/fs"
+	"sandfs/fs/ninep"
 
 	"github.com/hugelgupf/p9/p9"
 
@@ -44,13 +47,13 @@ type execFile struct {
 	mode iofs.FileMode
 }
 
-var _ Opener = (*execFile)(nil)
+var _ sfs.Opener = (*execFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *execFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *execFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Open implements Opener.
-func (f *execFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+// Open implements fs.Opener.
+func (f *execFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 	return &execHandle{g: linkOf(f.sb)}, nil
 }
 
@@ -65,7 +68,7 @@ type execHandle struct {
 	ended   bool // outSlot's output is over and it has exited
 }
 
-var _ Handle = (*execHandle)(nil)
+var _ sfs.Handle = (*execHandle)(nil)
 
 // setLast records slot n as the sandbox's last exec.
 func (g *guestLink) setLast(n string) {
@@ -121,7 +124,7 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 	defer g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close)
 	m := "exec " + msg.Quote(execScript(cmd))
 	err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
-		_, err := WriteP9(f, []byte(m), 0)
+		_, err := ninep.WriteP9(f, []byte(m), 0)
 		return err
 	})
 	if err != nil {
@@ -135,22 +138,22 @@ func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
 }
 
 // readSlot reads the slot number of an open procs/clone, "n\n" from the
-// agent; anything but a decimal number is an ErrBadReply (it becomes a
+// agent; anything but a decimal number is an ninep.ErrBadReply (it becomes a
 // path element and a word of execstatus).
 func readSlot(f p9.File) (string, error) {
 	b := make([]byte, 32)
-	k, err := ReadP9(f, b, 0)
+	k, err := ninep.ReadP9(f, b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", err
 	}
 	n := strings.TrimSpace(string(b[:k]))
 	if _, perr := strconv.ParseUint(n, 10, 32); perr != nil {
-		return "", fmt.Errorf("%w: procs/clone: slot %s is not a number", ErrBadReply, strconv.Quote(guestText(b[:k])))
+		return "", fmt.Errorf("%w: procs/clone: slot %s is not a number", ninep.ErrBadReply, strconv.Quote(guestText(b[:k])))
 	}
 	return n, nil
 }
 
-// Write implements Handle.Write: one command per write; a trailing
+// Write implements fs.Handle.Write: one command per write; a trailing
 // newline is dropped.
 func (h *execHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	cmd := strings.TrimSuffix(string(p), "\n")
@@ -170,7 +173,7 @@ func (h *execHandle) Write(ctx context.Context, p []byte, off int64) (int, error
 	return len(p), nil
 }
 
-// Read implements Handle.Read (offsets are ignored: a stream).
+// Read implements fs.Handle.Read (offsets are ignored: a stream).
 func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	h.mu.Lock()
 	slot := h.slot
@@ -185,7 +188,7 @@ func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 		if h.out != nil {
 			h.out.Close()
 		}
-		h.out = &guestHandle{g: h.g, names: []string{"procs", slot, "stdout"}, flags: ReadOnly, private: true}
+		h.out = &guestHandle{g: h.g, names: []string{"procs", slot, "stdout"}, flags: sfs.ReadOnly, private: true}
 		h.outSlot, h.ended = slot, false
 	}
 	out, ended := h.out, h.ended
@@ -199,7 +202,7 @@ func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 	}
 	// The output has ended: wait for the exit, so that execstatus is
 	// final when the reader sees EOF.
-	w := &guestHandle{g: h.g, names: []string{"procs", slot, "wait"}, flags: ReadOnly, private: true}
+	w := &guestHandle{g: h.g, names: []string{"procs", slot, "wait"}, flags: sfs.ReadOnly, private: true}
 	defer w.Close()
 	var b [256]byte
 	if _, err := w.Read(ctx, b[:], 0); err != nil {
@@ -213,7 +216,7 @@ func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 	return 0, nil
 }
 
-// Close implements Handle.Close.
+// Close implements fs.Handle.Close.
 func (h *execHandle) Close() error {
 	h.mu.Lock()
 	out := h.out
@@ -238,12 +241,12 @@ type execStatusFile struct {
 	mode iofs.FileMode
 }
 
-var _ Source = (*execStatusFile)(nil)
+var _ sfs.Source = (*execStatusFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *execStatusFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *execStatusFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Text implements Source.
+// Text implements fs.Source.
 func (f *execStatusFile) Text(ctx context.Context, b *bytes.Buffer) error {
 	g := linkOf(f.sb)
 	slot := g.last()
@@ -265,7 +268,7 @@ func (f *execStatusFile) Text(ctx context.Context, b *bytes.Buffer) error {
 			return err
 		}
 		buf := make([]byte, 512)
-		k, err := ReadP9(fl, buf, 0)
+		k, err := ninep.ReadP9(fl, buf, 0)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}

@@ -1,10 +1,12 @@
-package fs
+package ctlfs
 
 import (
 	"bytes"
 	"context"
 	iofs "io/fs"
 	"sync"
+
+	sfs "sandfs/fs"
 
 	"sandfs/ctl"
 )
@@ -24,29 +26,29 @@ type ctlFile struct {
 	mode iofs.FileMode
 }
 
-var _ Opener = (*ctlFile)(nil)
+var _ sfs.Opener = (*ctlFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *ctlFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *ctlFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Open implements Opener.Open: the handle keeps the last reply.
-func (f *ctlFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+// Open implements fs.Opener.Open: the handle keeps the last reply.
+func (f *ctlFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 	h := &ctlHandle{t: f.t}
-	h.text.src = h
+	h.text.Src = h
 	return h, nil
 }
 
 // ctlHandle is one open of /ctl.
 type ctlHandle struct {
 	t    *Tree
-	text textHandle
+	text sfs.TextHandle
 
 	mu    sync.Mutex // protects reply
 	reply string
 	set   bool // a write has succeeded on this open
 }
 
-// Text implements Source: the last reply, or the usage lines.
+// Text implements fs.Source: the last reply, or the usage lines.
 func (h *ctlHandle) Text(ctx context.Context, b *bytes.Buffer) error {
 	h.mu.Lock()
 	reply, set := h.reply, h.set
@@ -62,12 +64,12 @@ func (h *ctlHandle) Text(ctx context.Context, b *bytes.Buffer) error {
 	return nil
 }
 
-// Read implements Handle.Read.
+// Read implements fs.Handle.Read.
 func (h *ctlHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	return h.text.Read(ctx, p, off)
 }
 
-// Write implements Handle.Write: one message per write.
+// Write implements fs.Handle.Write: one message per write.
 func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	reply, err := h.t.plane.Ctl(ctx, p)
 	if err != nil {
@@ -77,9 +79,9 @@ func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error)
 	h.mu.Lock()
 	h.reply, h.set = reply, true
 	h.mu.Unlock()
-	h.text.restartAt(off + int64(len(p)))
+	h.text.RestartAt(off + int64(len(p)))
 	return len(p), nil
 }
 
-// Close implements Handle.Close.
+// Close implements fs.Handle.Close.
 func (h *ctlHandle) Close() error { return nil }

@@ -1,4 +1,4 @@
-package fs_test
+package ctlfs_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sandfs/fs/ctlfs"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
@@ -55,7 +57,7 @@ func errnoOf(err error) syscall.Errno {
 // env is a tree over a control plane with a fake runtime.
 type env struct {
 	plane *ctl.Plane
-	tree  *sfs.Tree
+	tree  *ctlfs.Tree
 	dir   string
 }
 
@@ -68,7 +70,7 @@ func newEnv(t testing.TB, dir string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return &env{plane: p, tree: sfs.New(p, nil), dir: dir}
+	return &env{plane: p, tree: ctlfs.New(p, nil), dir: dir}
 }
 
 // --- in-process ---

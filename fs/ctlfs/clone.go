@@ -1,9 +1,11 @@
-package fs
+package ctlfs
 
 import (
 	"bytes"
 	"context"
 	iofs "io/fs"
+
+	sfs "sandfs/fs"
 
 	"sandfs/ctl"
 )
@@ -22,20 +24,20 @@ type cloneFile struct {
 	mode iofs.FileMode
 }
 
-var _ Opener = (*cloneFile)(nil)
+var _ sfs.Opener = (*cloneFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *cloneFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *cloneFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Open implements Opener.Open.
-func (f *cloneFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+// Open implements fs.Opener.Open.
+func (f *cloneFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 	sb, err := f.t.plane.Clone(ctx)
 	if err != nil {
 		f.t.fail(err)
 		return nil, err
 	}
 	h := &cloneHandle{t: f.t, sb: sb}
-	h.text.src = h
+	h.text.Src = h
 	return h, nil
 }
 
@@ -43,33 +45,33 @@ func (f *cloneFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
 type cloneHandle struct {
 	t    *Tree
 	sb   *ctl.Sandbox
-	text textHandle
+	text sfs.TextHandle
 }
 
-// Text implements Source: the sandbox id.
+// Text implements fs.Source: the sandbox id.
 func (h *cloneHandle) Text(ctx context.Context, b *bytes.Buffer) error {
 	b.WriteString(h.sb.ID())
 	b.WriteByte('\n')
 	return nil
 }
 
-// Read implements Handle.Read.
+// Read implements fs.Handle.Read.
 func (h *cloneHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	return h.text.Read(ctx, p, off)
 }
 
-// Write implements Handle.Write: one sandbox ctl message per write. A
+// Write implements fs.Handle.Write: one sandbox ctl message per write. A
 // failure's text goes to /err and to the sandbox's err.
 func (h *cloneHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.sb.Ctl(ctx, p); err != nil {
 		h.t.fail(err)
 		return 0, err
 	}
-	h.text.restartAt(off + int64(len(p)))
+	h.text.RestartAt(off + int64(len(p)))
 	return len(p), nil
 }
 
-// Close implements Handle.Close.
+// Close implements fs.Handle.Close.
 func (h *cloneHandle) Close() error {
 	h.sb.Release()
 	return nil

@@ -1,22 +1,21 @@
-package fs
+package ctlfs
 
 import (
-	"context"
-	"fmt"
-	iofs "io/fs"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 
+	sfs "sandfs/fs"
+
 	"sandfs/ctl"
+	"sandfs/ctl/cred"
 )
 
 // Tree is the sandfs file tree over one control plane.
 type Tree struct {
 	plane *ctl.Plane
 	log   *slog.Logger
-	owner ctl.Owner // of the root and its files: the daemon's uid, the creators' gid
+	owner cred.Owner // of the root and its files: the daemon's uid, the creators' gid
 
 	mu      sync.Mutex // protects lastErr
 	lastErr string     // text of the last failed request on /ctl or /clone
@@ -27,7 +26,7 @@ func New(p *ctl.Plane, log *slog.Logger) *Tree {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Tree{plane: p, log: log, owner: ctl.Owner{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}}
+	return &Tree{plane: p, log: log, owner: cred.Owner{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}}
 }
 
 // SetGroup makes gid the group of the root's files: its members may
@@ -37,7 +36,7 @@ func New(p *ctl.Plane, log *slog.Logger) *Tree {
 func (t *Tree) SetGroup(gid uint32) { t.owner.GID = gid }
 
 // Root returns the root directory.
-func (t *Tree) Root() Dir {
+func (t *Tree) Root() sfs.Dir {
 	o := t.owner
 	return rootTable.Dir(t, 0o555, &o)
 }
@@ -55,25 +54,4 @@ func (t *Tree) Err() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lastErr
-}
-
-// Walk returns the node at slash-separated path p under root, for tools
-// and tests that use the tree in-process.
-func Walk(ctx context.Context, root Node, p string) (Node, error) {
-	n := root
-	for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
-		if name == "" {
-			continue
-		}
-		d, ok := n.(Dir)
-		if !ok {
-			return nil, fmt.Errorf("walk %s: %w", p, iofs.ErrInvalid)
-		}
-		c, err := d.Lookup(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		n = c
-	}
-	return n, nil
 }

@@ -1,4 +1,4 @@
-package fs_test
+package ctlfs_test
 
 import (
 	"bufio"
@@ -15,10 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/fs/ctlfs"
+
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
 
 	"sandfs/ctl"
+	"sandfs/ctl/cred"
 	sfs "sandfs/fs"
 	"sandfs/fs/fusefs"
 	"sandfs/fs/ninep"
@@ -31,9 +34,9 @@ import (
 // sandbox; the outsider is in no group; the member is in the creators'
 // group, so it may create sandboxes of its own.
 var (
-	victim   = ctl.Cred{UID: 4100, GID: 4100}
-	outsider = ctl.Cred{UID: 4101, GID: 4101}
-	member   = ctl.Cred{UID: 4102, GID: 4102, Groups: func() []uint32 { return []uint32{creators} }}
+	victim   = cred.Cred{UID: 4100, GID: 4100}
+	outsider = cred.Cred{UID: 4101, GID: 4101}
+	member   = cred.Cred{UID: 4102, GID: 4102, Groups: func() []uint32 { return []uint32{creators} }}
 )
 
 // creators is the group that may create sandboxes (sandfs serve --group).
@@ -108,7 +111,7 @@ func TestAttackOtherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	tree := sfs.New(p, nil)
+	tree := ctlfs.New(p, nil)
 	tree.SetGroup(creators)
 
 	sock := filepath.Join(base, "sandfs.sock")
@@ -163,9 +166,9 @@ func TestAttackOtherUser(t *testing.T) {
 // attackOtherUser makes the victim's sandbox victim-<transport>, with a
 // secret in its fs/, runs both attackers through transport and checks
 // their results and that nothing was disturbed.
-func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *sfs.Tree, bin, base, transport string) {
+func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *ctlfs.Tree, bin, base, transport string) {
 	id := "victim-" + transport
-	if _, err := p.Ctl(ctl.WithCred(context.Background(), victim), []byte("new "+id)); err != nil {
+	if _, err := p.Ctl(cred.With(context.Background(), victim), []byte("new "+id)); err != nil {
 		t.Fatal(err)
 	}
 	agentRoot := rt.agent(id).root
@@ -180,7 +183,7 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *sfs.Tre
 	version := vsb.Version()
 
 	for _, who := range []string{"outsider", "member"} {
-		got := runAttacker(t, bin, base, transport, who, map[string]ctl.Cred{"outsider": outsider, "member": member}[who])
+		got := runAttacker(t, bin, base, transport, who, map[string]cred.Cred{"outsider": outsider, "member": member}[who])
 		for _, a := range attacks {
 			if a.who != who {
 				continue
@@ -208,8 +211,8 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *sfs.Tre
 		t.Errorf("the member's sandbox: %v; want it, owned by %+v", err, member.Owner())
 	}
 	// The victim still reads its own files, as itself.
-	vctx := ctl.WithCred(context.Background(), victim)
-	c, err := sfs.NewChan(vctx, tree.Root(), ctl.Owner{})
+	vctx := cred.With(context.Background(), victim)
+	c, err := sfs.NewChan(vctx, tree.Root(), cred.Owner{})
 	for _, name := range []string{"sandboxes", id, "fs", "secret"} {
 		if err == nil {
 			c, err = c.Walk(vctx, name)
@@ -231,7 +234,7 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *sfs.Tre
 
 // runAttacker runs the attacks of who as a process with cred's uid and
 // groups, through transport, and returns each attack's result.
-func runAttacker(t *testing.T, bin, base, transport, who string, cred ctl.Cred) map[string]string {
+func runAttacker(t *testing.T, bin, base, transport, who string, cred cred.Cred) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package fs
+package ctlfs
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	iofs "io/fs"
 	"os"
 	"syscall"
+
+	sfs "sandfs/fs"
 
 	"sandfs/ctl"
 )
@@ -23,13 +25,13 @@ type consoleFile struct {
 	mode iofs.FileMode
 }
 
-var _ Opener = (*consoleFile)(nil)
+var _ sfs.Opener = (*consoleFile)(nil)
 
-// Stat implements Node.Stat.
-func (f *consoleFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *consoleFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Open implements Opener.
-func (f *consoleFile) Open(ctx context.Context, flags OpenFlags) (Handle, error) {
+// Open implements fs.Opener.
+func (f *consoleFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 	if flags.Writable() {
 		return nil, errAccess
 	}
@@ -47,7 +49,7 @@ func (f *consoleFile) Open(ctx context.Context, flags OpenFlags) (Handle, error)
 // consoleHandle is one open of console.
 type consoleHandle struct{ f *os.File }
 
-// Read implements Handle.Read.
+// Read implements fs.Handle.Read.
 func (h *consoleHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	n, err := h.f.ReadAt(p, off)
 	if errors.Is(err, io.EOF) {
@@ -56,8 +58,8 @@ func (h *consoleHandle) Read(ctx context.Context, p []byte, off int64) (int, err
 	return n, err
 }
 
-// Write implements Handle.Write.
+// Write implements fs.Handle.Write.
 func (h *consoleHandle) Write(context.Context, []byte, int64) (int, error) { return 0, errBadFD }
 
-// Close implements Handle.Close.
+// Close implements fs.Handle.Close.
 func (h *consoleHandle) Close() error { return h.f.Close() }

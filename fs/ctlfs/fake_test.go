@@ -1,11 +1,12 @@
-package fs_test
+package ctlfs_test
 
 import (
 	"context"
 	"sync"
 
+	"sandfs/fs/ctlfs"
+
 	"sandfs/ctl"
-	sfs "sandfs/fs"
 )
 
 // fakeRuntime starts fake machines at once; it also re-attaches every
@@ -36,4 +37,4 @@ func (m *fakeMachine) Stop(context.Context) error {
 func (m *fakeMachine) Done() <-chan struct{} { return m.done }
 func (m *fakeMachine) Err() error            { return nil }
 
-func sfsNew(p *ctl.Plane) *sfs.Tree { return sfs.New(p, nil) }
+func sfsNew(p *ctl.Plane) *ctlfs.Tree { return ctlfs.New(p, nil) }

@@ -1,9 +1,11 @@
-package fs
+package ctlfs
 
 import (
 	"bytes"
 	"context"
 	iofs "io/fs"
+
+	sfs "sandfs/fs"
 
 	"sandfs/ctl"
 )
@@ -19,14 +21,14 @@ type sandboxCtlFile struct {
 }
 
 var (
-	_ Source = (*sandboxCtlFile)(nil)
-	_ Sink   = (*sandboxCtlFile)(nil)
+	_ sfs.Source = (*sandboxCtlFile)(nil)
+	_ sfs.Sink   = (*sandboxCtlFile)(nil)
 )
 
-// Stat implements Node.Stat.
-func (f *sandboxCtlFile) Stat(context.Context) (Attr, error) { return fileAttr(f.mode), nil }
+// Stat implements fs.Node.Stat.
+func (f *sandboxCtlFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
 
-// Text implements Source.
+// Text implements fs.Source.
 func (f *sandboxCtlFile) Text(ctx context.Context, b *bytes.Buffer) error {
 	b.WriteString(f.sb.ID())
 	b.WriteByte(' ')
@@ -35,7 +37,7 @@ func (f *sandboxCtlFile) Text(ctx context.Context, b *bytes.Buffer) error {
 	return nil
 }
 
-// Message implements Sink; a failure's text is in the sandbox's err.
+// Message implements fs.Sink; a failure's text is in the sandbox's err.
 func (f *sandboxCtlFile) Message(ctx context.Context, m []byte) error {
 	return f.sb.Ctl(ctx, m)
 }

@@ -1,4 +1,4 @@
-package fs
+package ctlfs
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/hugelgupf/p9/p9"
 
 	"sandfs/ctl"
+	"sandfs/fs/ninep"
 	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
@@ -41,7 +42,7 @@ import (
 // context does. Failures of the connection itself (dial, timeout, lost)
 // leave their text in the sandbox's err.
 //
-// A hostile guest: every reply is input (guard.go). A reply that breaks
+// A hostile guest: every reply is input (fs/ninep/guard.go). A reply that breaks
 // the protocol or a bound, or makes the p9 client panic, fails its
 // request with EIO, closes the session (the next request dials again)
 // and leaves its text in the sandbox's err; nothing outside this
@@ -205,7 +206,7 @@ func (g *guestLink) dial1(ctx context.Context) (*guestSession, error) {
 	stop := context.AfterFunc(dctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	var cl *p9.Client
 	var root p9.File
-	err = Guard(func() error {
+	err = ninep.Guard(func() error {
 		var err error
 		cl, err = p9.NewClient(c, p9.WithMessageSize(guestMsize))
 		if err == nil {
@@ -261,12 +262,12 @@ const (
 const maxAbandoned = 16
 
 // isBadReply reports whether err is a reply refused as input: ours
-// (ErrBadReply) or the p9 client's (a reply it could not decode, an
+// (ninep.ErrBadReply) or the p9 client's (a reply it could not decode, an
 // unexpected tag or type, a frame over msize; the last comes inside a
 // p9.ConnError, which errors.As cannot see through).
 func isBadReply(err error) bool {
 	var br *p9.ErrBadResponse
-	return errors.Is(err, ErrBadReply) || errors.Is(err, p9.ErrNoValidMessage) ||
+	return errors.Is(err, ninep.ErrBadReply) || errors.Is(err, p9.ErrNoValidMessage) ||
 		errors.Is(err, p9.ErrUnexpectedTag) || errors.As(err, &br) ||
 		strings.Contains(err.Error(), "message too large")
 }
@@ -323,13 +324,13 @@ func (g *guestLink) shared(ctx context.Context) (*guestSession, error) {
 // agent). A failure of the connection kills s and is recorded in the
 // sandbox's err (EIO); the agent's own errors come back as syscall.Errno.
 //
-// fn runs in a goroutine of its own under Guard: a panic in it (the p9
+// fn runs in a goroutine of its own under ninep.Guard: a panic in it (the p9
 // client's, on a bad reply) fails this request like a bad reply.
 func (g *guestLink) do(ctx context.Context, s *guestSession, what string, bounded bool, onCancel func(), fn func() error) error {
 	done := make(chan error, 1)
 	var state atomic.Int32 // reqRunning, then reqDone (fn returned) or reqAbandoned
 	go func() {
-		err := Guard(fn)
+		err := ninep.Guard(fn)
 		if !state.CompareAndSwap(reqRunning, reqDone) {
 			s.abandoned.Add(-1)
 		}
@@ -418,8 +419,8 @@ func (g *guestLink) guestErrText(ctx context.Context, s *guestSession, n string)
 			return err
 		}
 		b := make([]byte, 4096)
-		k, err := ReadP9(f, b, 0)
-		if errors.Is(err, ErrBadReply) {
+		k, err := ninep.ReadP9(f, b, 0)
+		if errors.Is(err, ninep.ErrBadReply) {
 			return err
 		}
 		text = guestText(b[:k])

@@ -1,4 +1,4 @@
-package fs_test
+package ctlfs_test
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // (TestDocLabTranscripts) against a daemon with real guests.
 func TestDocTranscripts(t *testing.T) {
 	testenv.NeedFUSE(t)
-	ts, err := transcript.Parse("../docs/filesystem.md")
+	ts, err := transcript.Parse("../../docs/filesystem.md")
 	if err != nil {
 		t.Fatal(err)
 	}
