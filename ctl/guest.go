@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"syscall"
 
@@ -56,6 +57,43 @@ func (s *Sandbox) DialGuest(ctx context.Context, port uint32) (net.Conn, error) 
 		return nil, Errorf(errno, "guest: dial %s port %d: %s", msg.Cite(s.id), port, errText(err))
 	}
 	return c, nil
+}
+
+// GuestLink returns the sandbox's link to its guest: whatever the file
+// tree keeps to reach the agent (package fs/ctlfs: its 9P sessions and
+// exec's last command), made by mk at the first call and kept. ctl
+// closes it and forgets it when the sandbox ends (dead or removed),
+// before the end is reported (to Wait and wait files), so a link lives no
+// longer than the machine it reaches; a call after that gets a new one
+// (closed at once if the sandbox has ended). mk is called with no ctl
+// lock held; the link's Close is called with the sandbox's lock held
+// and must return promptly without calling into ctl.
+func (s *Sandbox) GuestLink(mk func() io.Closer) io.Closer {
+	s.mu.Lock()
+	l := s.link
+	s.mu.Unlock()
+	if l != nil {
+		return l
+	}
+	n := mk()
+	s.mu.Lock()
+	switch {
+	case s.link != nil:
+		l = s.link // made meanwhile by another caller
+	case s.state.Ended():
+		l = nil
+	default:
+		s.link, l = n, n
+	}
+	s.mu.Unlock()
+	switch {
+	case l == nil:
+		n.Close() // not kept: the sandbox has ended
+		return n
+	case l != n:
+		n.Close()
+	}
+	return l
 }
 
 // ConsolePath returns the file holding the sandbox's serial console log,

@@ -3,8 +3,10 @@ package ctl
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -69,5 +71,38 @@ func TestSandboxDialGuest(t *testing.T) {
 	f, _ := p2.Lookup("f")
 	if _, err := f.DialGuest(ctx, hybrid.AgentPort); !errors.Is(err, syscall.ENOTSUP) {
 		t.Errorf("DialGuest without GuestDialer = %v; want ENOTSUP", err)
+	}
+}
+
+// countCloser counts its Close calls.
+type countCloser struct{ n atomic.Int32 }
+
+func (c *countCloser) Close() error { c.n.Add(1); return nil }
+
+// TestGuestLink: a sandbox keeps the link the tree made for its guest
+// until it ends, then closes it (the watch records the machine's end)
+// and a later call gets a new one, closed at once.
+func TestGuestLink(t *testing.T) {
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, t.TempDir(), rt)
+	do(t, p, "new a")
+	s := lookup(t, p, "a")
+	made := 0
+	mk := func() io.Closer { made++; return &countCloser{} }
+	l := s.GuestLink(mk).(*countCloser)
+	if again := s.GuestLink(mk); again != l || made != 1 {
+		t.Fatalf("second GuestLink = %p (made %d); want the first, %p, made once", again, made, l)
+	}
+	v := s.Version()
+	rt.machine("a").crash(errors.New("boom"))
+	if _, err := s.WaitFrom(ctx(t), v); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.n.Load(); got != 1 {
+		t.Errorf("link closed %d times after the machine ended; want 1", got)
+	}
+	l2 := s.GuestLink(mk).(*countCloser)
+	if l2 == l || l2.n.Load() != 1 {
+		t.Errorf("GuestLink after the end = %p closed %d times; want a new one, closed once", l2, l2.n.Load())
 	}
 }

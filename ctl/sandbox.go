@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ type Sandbox struct {
 	stopWhy  string             // err text for the coming death (timeout), "" for kill
 	console  string             // console log of the last machine (ConsolePather), "" if none
 	uid      int                // host uid/gid of its machine (Spec.UID), 0 none; set once, at the first launch, with Plane.mu held too
+	link     io.Closer          // the tree's link to the guest (GuestLink), nil none; closed when the state ends
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner cred.Owner) *Sandbox {
@@ -215,6 +217,10 @@ func (s *Sandbox) setState(to State, mut func()) {
 	s.state = to
 	if mut != nil {
 		mut()
+	}
+	if to.Ended() && s.link != nil {
+		s.link.Close() // before the end is reported (GuestLink)
+		s.link = nil
 	}
 	s.version++
 	close(s.changed)

@@ -13,7 +13,7 @@
 //	/sandboxes/<id>/wait          waitFile       blocks until the state changes, then one line
 //	/sandboxes/<id>/exec          execFile       write: a shell command; read: its output until it exits
 //	/sandboxes/<id>/execstatus    execStatusFile status line of the last exec (procs/<n>/status)
-//	/sandboxes/<id>/procs/, fs/   guestDir       the guest agent's tree, bound (guest.go, guestnode.go)
+//	/sandboxes/<id>/procs/, fs/   ninep.Remote   the guest agent's tree, bound (guest.go)
 //	/sandboxes/<id>/console       consoleFile    the VMM's serial log, read-only
 //	/templates/ /snapshots/ /worlds/  fs.EmptyDir  (registries to come)
 //
@@ -27,12 +27,13 @@
 // until `kill` and `rm`. A handle on a removed sandbox keeps working for
 // reads (state removed).
 //
-// Guest binds (guest.go): guestLink.mu is held while dialling the agent,
-// which calls ctl (Sandbox.DialGuest, Fail); ctl never calls into ctlfs,
-// so that cannot deadlock. guestLink.execMu and guestHandle.mu are
-// leaves. Mutable guest directories implement fs.Creator, fs.Mkdirer,
-// fs.Remover and fs.Truncater, which the adapters use; other nodes
-// refuse.
+// Guest binds (guest.go): procs/ and fs/ are binds of one ninep.Remote
+// per sandbox (guestLink), which ctl keeps and closes when the sandbox
+// ends (Sandbox.GuestLink). The Remote's lock is a leaf, never held
+// while it calls out (dial, Check, Fail), so ctl may close a link with
+// the sandbox's lock held; guestLink.execMu and execHandle.mu are leaves
+// too. The binds forward fs.Creator, fs.Mkdirer, fs.Remover and
+// fs.Truncater, which the adapters use; other nodes refuse.
 //
 // Access: the root's files belong to the daemon's user and the creators'
 // group (Tree.SetGroup, sandfs serve --group), who alone may write /ctl

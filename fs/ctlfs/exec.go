@@ -4,18 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	iofs "io/fs"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
 	sfs "sandfs/fs"
 	"sandfs/fs/ninep"
-
-	"github.com/hugelgupf/p9/p9"
 
 	"sandfs/ctl"
 	"sandfs/ctl/msg"
@@ -61,9 +56,9 @@ func (f *execFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, e
 type execHandle struct {
 	g *guestLink
 
-	mu      sync.Mutex   // protects the fields below (not held while reading)
-	slot    string       // the command written on this open, "" none
-	out     *guestHandle // stdout of outSlot, private session
+	mu      sync.Mutex // protects the fields below (not held while reading)
+	slot    string     // the command written on this open, "" none
+	out     sfs.Handle // stdout of outSlot (a private session)
 	outSlot string
 	ended   bool // outSlot's output is over and it has exited
 }
@@ -90,67 +85,29 @@ func (g *guestLink) last() string {
 // off" ctl message: one round trip to the guest less per exec.)
 func execScript(cmd string) string { return "exec </dev/null 2>&1\n" + cmd }
 
-// startExec starts cmd in the guest and returns its slot.
+// startExec starts cmd in the guest and returns its slot: an open of
+// procs/clone (walk, open), a read of the slot, one ctl message that
+// starts the script, and the clunk. A refusal by the agent is explained
+// by refused (procs/<n>/ctl and the agent's text, in err).
 func (g *guestLink) startExec(ctx context.Context, cmd string) (string, error) {
-	s, err := g.shared(ctx)
+	h, err := sfs.Open(ctx, g.r.File("procs/clone"), sfs.ReadWrite)
 	if err != nil {
 		return "", err
 	}
-	var f p9.File
-	var slot string
-	err = g.do(ctx, s, "open procs/clone", true, nil, func() error {
-		_, fl, err := s.root.Walk([]string{"procs", "clone"})
-		if err != nil {
-			return err
-		}
-		if _, _, err := fl.Open(p9.ReadWrite); err != nil {
-			fl.Close()
-			return err
-		}
-		n, err := readSlot(fl)
-		if err != nil {
-			fl.Close()
-			return err
-		}
-		f, slot = fl, n
-		return nil
-	})
-	if err != nil {
-		return "", g.failed("exec: open procs/clone", err, "")
+	defer h.Close()
+	slot, err := readSlot(ctx, h)
+	if errors.Is(err, ninep.ErrBadReply) {
+		err = ctl.Errorf(syscall.EIO, "guest: sandbox %q: bad reply to read procs/clone: %v", g.sb.ID(), err)
+		g.sb.Fail("exec", err)
 	}
-	// The clunk is waited for: a request left running after the write
-	// returns would outlive its caller (and raced with the session's
-	// end under -race).
-	defer g.do(context.Background(), s, "clunk procs/clone", true, nil, f.Close)
-	m := "exec " + msg.Quote(execScript(cmd))
-	err = g.do(ctx, s, "write procs/"+slot+"/ctl", true, nil, func() error {
-		_, err := ninep.WriteP9(f, []byte(m), 0)
-		return err
-	})
 	if err != nil {
-		text := ""
-		if _, ok := err.(syscall.Errno); ok {
-			text = g.guestErrText(ctx, s, slot)
-		}
-		return "", g.failed("exec", err, text)
+		return "", err
+	}
+	m := "exec " + msg.Quote(execScript(cmd))
+	if _, err := h.Write(ctx, []byte(m), 0); err != nil {
+		return "", err
 	}
 	return slot, nil
-}
-
-// readSlot reads the slot number of an open procs/clone, "n\n" from the
-// agent; anything but a decimal number is an ninep.ErrBadReply (it becomes a
-// path element and a word of execstatus).
-func readSlot(f p9.File) (string, error) {
-	b := make([]byte, 32)
-	k, err := ninep.ReadP9(f, b, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	n := strings.TrimSpace(string(b[:k]))
-	if _, perr := strconv.ParseUint(n, 10, 32); perr != nil {
-		return "", fmt.Errorf("%w: procs/clone: slot %s is not a number", ninep.ErrBadReply, strconv.Quote(guestText(b[:k])))
-	}
-	return n, nil
 }
 
 // Write implements fs.Handle.Write: one command per write; a trailing
@@ -173,28 +130,40 @@ func (h *execHandle) Write(ctx context.Context, p []byte, off int64) (int, error
 	return len(p), nil
 }
 
-// Read implements fs.Handle.Read (offsets are ignored: a stream).
-func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+// output returns the open stdout of the command a read follows (nil:
+// none yet, or it has ended), opening it if it is new.
+func (h *execHandle) output(ctx context.Context) (sfs.Handle, string, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	slot := h.slot
 	if slot == "" {
 		slot = h.g.last()
 	}
 	if slot == "" {
-		h.mu.Unlock()
-		return 0, nil // nothing run yet: empty
+		return nil, "", nil // nothing run yet: empty
 	}
 	if h.out == nil || h.outSlot != slot {
 		if h.out != nil {
 			h.out.Close()
+			h.out = nil
 		}
-		h.out = &guestHandle{g: h.g, names: []string{"procs", slot, "stdout"}, flags: sfs.ReadOnly, private: true}
-		h.outSlot, h.ended = slot, false
+		out, err := sfs.Open(ctx, h.g.r.File("procs/"+slot+"/stdout"), sfs.ReadOnly)
+		if err != nil {
+			return nil, "", err
+		}
+		h.out, h.outSlot, h.ended = out, slot, false
 	}
-	out, ended := h.out, h.ended
-	h.mu.Unlock()
-	if ended {
-		return 0, nil
+	if h.ended {
+		return nil, slot, nil
+	}
+	return h.out, slot, nil
+}
+
+// Read implements fs.Handle.Read (offsets are ignored: a stream).
+func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	out, slot, err := h.output(ctx)
+	if out == nil || err != nil {
+		return 0, err
 	}
 	n, err := out.Read(ctx, p, 0)
 	if n > 0 || err != nil {
@@ -202,10 +171,7 @@ func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 	}
 	// The output has ended: wait for the exit, so that execstatus is
 	// final when the reader sees EOF.
-	w := &guestHandle{g: h.g, names: []string{"procs", slot, "wait"}, flags: sfs.ReadOnly, private: true}
-	defer w.Close()
-	var b [256]byte
-	if _, err := w.Read(ctx, b[:], 0); err != nil {
+	if _, err := h.g.readLine(ctx, "procs/"+slot+"/wait", 256); err != nil {
 		return 0, err
 	}
 	h.mu.Lock()
@@ -253,28 +219,7 @@ func (f *execStatusFile) Text(ctx context.Context, b *bytes.Buffer) error {
 	if slot == "" {
 		return nil
 	}
-	s, err := g.shared(ctx)
-	if err != nil {
-		return err
-	}
-	var line string
-	err = g.do(ctx, s, "read procs/"+slot+"/status", true, nil, func() error {
-		_, fl, err := s.root.Walk([]string{"procs", slot, "status"})
-		if err != nil {
-			return err
-		}
-		defer fl.Close()
-		if _, _, err := fl.Open(p9.ReadOnly); err != nil {
-			return err
-		}
-		buf := make([]byte, 512)
-		k, err := ninep.ReadP9(fl, buf, 0)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		line = guestText(buf[:k])
-		return nil
-	})
+	line, err := g.readLine(ctx, "procs/"+slot+"/status", 512)
 	if err != nil {
 		return err
 	}

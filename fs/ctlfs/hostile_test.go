@@ -358,7 +358,7 @@ func TestHostileGuest(t *testing.T) {
 	})
 	t.Run("exec with an oversized slot", func(t *testing.T) {
 		err := c.WriteMsg("sandboxes/evil/exec", "true", "")
-		refused(t, "write exec", err, "bad reply to open procs/clone", "Rread of 100 bytes for a read of 32")
+		refused(t, "write exec", err, "bad reply to read procs/clone", "Rread of 100 bytes for a read of 32")
 		okWorks(t)
 	})
 	t.Run("endless directory", func(t *testing.T) {

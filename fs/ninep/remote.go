@@ -5,32 +5,108 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
 
 	sfs "sandfs/fs"
 )
 
 // Remote is a connection to a 9P2000.L server whose tree it presents as
 // fs nodes: `sandfs mount` serves Root over FUSE, and a directory table
-// can return Root (or a node under it) to bind a remote tree in place.
+// binds a remote directory in place with Remote.Bind (the daemon binds
+// each guest agent's procs/ and fs/ so, over a Remote from NewDialing).
 //
 // Nodes hold paths, not fids: each operation walks from the attach root
 // and clunks what it walked, so nodes cost nothing while unused and a
 // forgotten node leaks no fid. An open handle keeps its own fid.
 //
-// The server's replies are input, as a guest agent's are to the daemon:
-// reads and writes go through ReadP9 and WriteP9 (a count larger
-// than asked, or a panic in the p9 client, is EIO rather than a crash of
-// the process serving the mount), listings through ListP9 (bounded).
+// Sessions: a Remote made with a Dial function (Options.Dial) dials its
+// shared session at the first request and again after it died; files
+// whose reads block (Options.Private) get a session of their own per
+// open, closed when such a read is interrupted (a server that cannot cut
+// a read short on flush or clunk ends it with its connection), and kept
+// for reuse (at most maxIdle) when closed cleanly. A Remote made over
+// one connection (NewRemote) has that one session; Done is closed when
+// it ends.
+//
+// Bounds, so that a hung or dead server never blocks more than the
+// requests that touch it: dialling (connect, version, attach) gives up
+// after Options.DialTimeout; requests that never block in a healthy
+// server (walk, getattr, open, readdir, clunk, create, mkdir, unlink,
+// setattr, readlink) after Options.OpTimeout, which also closes the
+// session (the next request dials again). Reads and writes are not timed
+// (a FIFO may wait) but end when their context does; a session with more
+// than maxAbandoned such requests unanswered is closed. Failures of the
+// connection itself (dial, timeout, lost, bad reply) are reported to
+// Options.Fail with their text.
+//
+// The server's replies are input (guard.go): reads and writes go through
+// ReadP9 and WriteP9 (a count larger than asked, or a panic in the p9
+// client, is EIO rather than a crash), listings through ListP9 (bounded),
+// and every request runs under Guard in a goroutine of its own.
 type Remote struct {
-	client *p9.Client
-	root   p9.File
-	done   chan struct{} // closed when the connection ends
+	opt  Options
+	done chan struct{} // closed by Close, or when a Remote without Dial loses its session
+
+	// mu protects the fields below. It is a leaf, never held while
+	// calling out (Dial, Check, Fail, the server), so Close may be
+	// called with any lock of the caller's held.
+	mu      sync.Mutex
+	sess    *session      // shared session; nil or dead: dial at next use
+	dialing chan struct{} // closed when the dial of sess in progress ends; nil: none
+	idle    []*session    // private sessions free for reuse, at most maxIdle
+	closed  bool
+}
+
+// Options configure a Remote.
+type Options struct {
+	// Name names the server in error texts, e.g. `guest: sandbox "t"`.
+	Name string
+	// Aname is the attach name (a token, or "" for none).
+	Aname string
+	// Dial opens a new connection to the server. nil: the Remote has
+	// only the connection it was made with (NewRemote).
+	Dial func(ctx context.Context) (net.Conn, error)
+	// Msize is the 9P message size asked for (0: iounit plus headers).
+	Msize uint32
+	// ReadMax cuts reads to at most this many bytes, so that the p9
+	// client never splits one read into several requests (which, on a
+	// stream, would wait for more data after a full first part). 0: no cut.
+	ReadMax int
+	// DialTimeout and OpTimeout bound dialling and the requests that
+	// never block (see Remote); 0: no bound.
+	DialTimeout, OpTimeout time.Duration
+	// Private reports whether reads of the file at path (slash-separated,
+	// from the attach root) block, so that each open gets a session of
+	// its own. nil: none do.
+	Private func(path string) bool
+	// Messages reports whether the file at path takes messages that a
+	// healthy server answers at once (a ctl file): its writes are
+	// bounded by OpTimeout like walks. nil: none is (writes are not
+	// timed).
+	Messages func(path string) bool
+	// Once reports whether an open of the file at path is state that
+	// another open cannot give back (a clone file's open is its slot):
+	// its handle fails (EIO) once its session died instead of opening
+	// the file again. nil: none is.
+	Once func(path string) bool
+	// Check is called before each request and dial; an error refuses it
+	// (for example EBUSY when a sandbox is not running), and is returned
+	// instead of a connection failure that happened while it would have.
+	Check func() error
+	// Fail is told of every failure of the connection itself (dial,
+	// timeout, lost, bad reply), what naming the request.
+	Fail func(what string, err error)
+	// Refused is called when the server refuses (with an errno) a write,
+	// an open for writing, a create, mkdir, remove or truncate; what it
+	// returns is the caller's error. op is "write", "open", "create",
+	// "mkdir", "remove" or "truncate"; h is the handle of a write, nil
+	// otherwise. nil: the errno is returned as is.
+	Refused func(ctx context.Context, op, path string, h sfs.Handle, err syscall.Errno) error
 }
 
 // Dial connects to addr, "unix:PATH" or "tcp:HOST:PORT", and attaches
@@ -50,51 +126,77 @@ func Dial(ctx context.Context, addr, token string) (*Remote, error) {
 
 // NewRemote attaches over an established connection c, which it owns.
 func NewRemote(c io.ReadWriteCloser, token string) (*Remote, error) {
-	done := make(chan struct{})
-	cl, err := p9.NewClient(&watchedConn{ReadWriteCloser: c, done: done}, p9.WithMessageSize(iounit+4096))
+	r := &Remote{opt: Options{Name: "9p", Aname: token}, done: make(chan struct{})}
+	s, err := r.attach(&watchedConn{ReadWriteCloser: c, end: func() { go r.Close() }})
 	if err != nil {
-		return nil, fmt.Errorf("9p version: %w", err)
+		return nil, err
 	}
-	root, err := cl.Attach(token)
-	if err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("9p attach: %w", toErrno(err))
+	r.mu.Lock()
+	r.sess = s
+	closed := r.closed // the connection ended already
+	r.mu.Unlock()
+	if closed {
+		s.kill(errClosed)
 	}
-	return &Remote{client: cl, root: root, done: done}, nil
+	return r, nil
 }
 
-// Done is closed when the connection to the server ends.
+// NewDialing returns a Remote that dials with opt.Dial at its first
+// request, and again whenever a session it needs has died.
+func NewDialing(opt Options) *Remote {
+	if opt.Name == "" {
+		opt.Name = "9p"
+	}
+	return &Remote{opt: opt, done: make(chan struct{})}
+}
+
+// Done is closed when the Remote is closed, or, for one made over a
+// connection (NewRemote), when that connection ends.
 func (r *Remote) Done() <-chan struct{} { return r.done }
 
-// watchedConn closes done at the first read or write error (the
-// connection ended).
-type watchedConn struct {
-	io.ReadWriteCloser
-	done chan struct{}
-	once sync.Once
-}
-
-func (w *watchedConn) Read(p []byte) (int, error) {
-	n, err := w.ReadWriteCloser.Read(p)
-	if err != nil {
-		w.once.Do(func() { close(w.done) })
-	}
-	return n, err
-}
-
-func (w *watchedConn) Write(p []byte) (int, error) {
-	n, err := w.ReadWriteCloser.Write(p)
-	if err != nil {
-		w.once.Do(func() { close(w.done) })
-	}
-	return n, err
-}
-
 // Root returns the remote tree's root directory.
-func (r *Remote) Root() sfs.Dir { return &remoteDir{remoteNode{r: r}} }
+func (r *Remote) Root() sfs.Dir { return &remoteDir{remoteNode: remoteNode{r: r}} }
 
-// Close closes the connection; open handles then fail.
-func (r *Remote) Close() error { return r.client.Close() }
+// Bind returns the remote directory at path (slash-separated, from the
+// attach root) as a bind point in another tree: it shows attributes a
+// without asking the server (so that listing the directory it is bound
+// in never waits), and walks to the server at its first Lookup or List.
+// o says how the tree under it behaves (BindOptions).
+func (r *Remote) Bind(path string, a sfs.Attr, o BindOptions) sfs.Dir {
+	names := splitPath(path)
+	return &remoteDir{remoteNode: remoteNode{r: r, names: names, base: len(names), bind: o}, fixed: &a}
+}
+
+// File returns the remote node at path without looking it up: its first
+// operation walks there. For callers that know what they open (a clone
+// file, a stream), it spares a round trip per path element.
+func (r *Remote) File(path string) sfs.Node {
+	return &remoteFile{remoteNode: remoteNode{r: r, names: splitPath(path)}}
+}
+
+// Close closes every session; open handles then fail. It does not block
+// on requests or dials in progress.
+func (r *Remote) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	ss := append(r.idle, r.sess)
+	r.sess, r.idle = nil, nil
+	r.mu.Unlock()
+	for _, s := range ss {
+		if s != nil {
+			s.kill(errClosed)
+		}
+	}
+	close(r.done)
+	return nil
+}
+
+// errClosed is why the sessions of a closed Remote died.
+var errClosed = errors.New("closed")
 
 // toErrno turns the p9 client's errors into syscall.Errno, which msg.Errno
 // and the FUSE adapter pass through; io.EOF is returned as is.
@@ -107,191 +209,4 @@ func toErrno(err error) error {
 		return syscall.Errno(le)
 	}
 	return fmt.Errorf("%w: %v", syscall.EIO, err)
-}
-
-// remoteNode is what remote files and directories share: a path.
-type remoteNode struct {
-	r     *Remote
-	names []string // path from the attach root
-}
-
-// remoteDir is a remote directory.
-type remoteDir struct{ remoteNode }
-
-// remoteFile is a remote file.
-type remoteFile struct{ remoteNode }
-
-var (
-	_ sfs.Dir    = (*remoteDir)(nil)
-	_ sfs.Opener = (*remoteFile)(nil)
-)
-
-// walk returns a new fid for the node's path and its attributes.
-func (n *remoteNode) walk() (p9.File, sfs.Attr, error) {
-	if len(n.names) == 0 {
-		_, f, err := n.r.root.Walk(nil)
-		if err != nil {
-			return nil, sfs.Attr{}, toErrno(err)
-		}
-		_, _, a, err := f.GetAttr(p9.AttrMaskAll)
-		if err != nil {
-			f.Close()
-			return nil, sfs.Attr{}, toErrno(err)
-		}
-		return f, FromP9Attr(a), nil
-	}
-	_, f, _, a, err := n.r.root.WalkGetAttr(n.names)
-	if err != nil {
-		return nil, sfs.Attr{}, toErrno(err)
-	}
-	return f, FromP9Attr(a), nil
-}
-
-// Stat implements fs.Node.Stat with a fresh getattr.
-func (n *remoteNode) Stat(ctx context.Context) (sfs.Attr, error) {
-	f, a, err := n.walk()
-	if err != nil {
-		return sfs.Attr{}, err
-	}
-	f.Close()
-	return a, nil
-}
-
-// Lookup implements fs.Dir.Lookup.
-func (n *remoteDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
-	c := remoteNode{r: n.r, names: append(append([]string(nil), n.names...), name)}
-	f, a, err := c.walk()
-	if err != nil {
-		return nil, err
-	}
-	f.Close()
-	if a.Mode.IsDir() {
-		return &remoteDir{c}, nil
-	}
-	return &remoteFile{c}, nil
-}
-
-// List implements fs.Dir.List.
-func (n *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
-	f, _, err := n.walk()
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, _, err := f.Open(p9.ReadOnly); err != nil {
-		return nil, toErrno(err)
-	}
-	out, err := ListP9(f, 256)
-	if err != nil {
-		return nil, toErrno(err)
-	}
-	return out, nil
-}
-
-// Open implements fs.Opener.Open.
-func (n *remoteFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
-	h := &remoteHandle{n: &n.remoteNode, flags: flags}
-	if err := h.reopen(); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-// remoteHandle is one open remote file with its own fid. A read that
-// blocks past interruptGrace after its ctx ends is abandoned: the fid is
-// clunked (which ends the read on a sandfs server, see conn) and the next
-// operation opens the file again.
-type remoteHandle struct {
-	n     *remoteNode
-	flags sfs.OpenFlags
-
-	mu sync.Mutex // protects f
-	f  p9.File    // nil after an abandoned read
-}
-
-func (h *remoteHandle) reopen() error {
-	f, _, err := h.n.walk()
-	if err != nil {
-		return err
-	}
-	if _, _, err := f.Open(p9.OpenFlags(h.flags & sfs.OpenFlags(p9.OpenFlagsModeMask))); err != nil {
-		f.Close()
-		return toErrno(err)
-	}
-	h.f = f
-	return nil
-}
-
-func (h *remoteHandle) file() (p9.File, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.f == nil {
-		if err := h.reopen(); err != nil {
-			return nil, err
-		}
-	}
-	return h.f, nil
-}
-
-// Read implements fs.Handle.Read.
-func (h *remoteHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	f, err := h.file()
-	if err != nil {
-		return 0, err
-	}
-	type result struct {
-		n   int
-		err error
-	}
-	// Read into a private buffer: an abandoned read may still complete
-	// after p has gone back to its owner.
-	buf := make([]byte, len(p))
-	ch := make(chan result, 1)
-	go func() {
-		n, err := ReadP9(f, buf, off) // recovers: this goroutine is ours
-		ch <- result{n, err}
-	}()
-	var res result
-	select {
-	case res = <-ch:
-	case <-ctx.Done():
-		select {
-		case res = <-ch:
-		case <-time.After(interruptGrace):
-			h.mu.Lock()
-			if h.f == f {
-				h.f = nil
-			}
-			h.mu.Unlock()
-			f.Close() // a sandfs server then ends the read
-			return 0, syscall.EINTR
-		}
-	}
-	copy(p, buf[:res.n])
-	if errors.Is(res.err, io.EOF) {
-		return res.n, nil
-	}
-	return res.n, toErrno(res.err)
-}
-
-// Write implements fs.Handle.Write.
-func (h *remoteHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
-	f, err := h.file()
-	if err != nil {
-		return 0, err
-	}
-	n, err := WriteP9(f, p, off)
-	return n, toErrno(err)
-}
-
-// Close implements fs.Handle.Close.
-func (h *remoteHandle) Close() error {
-	h.mu.Lock()
-	f := h.f
-	h.f = nil
-	h.mu.Unlock()
-	if f != nil {
-		return toErrno(f.Close())
-	}
-	return nil
 }

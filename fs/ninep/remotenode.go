@@ -1,0 +1,367 @@
+package ninep
+
+import (
+	"context"
+	iofs "io/fs"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
+
+	sfs "sandfs/fs"
+)
+
+// BindOptions say how a directory bound with Remote.Bind behaves.
+type BindOptions struct {
+	// Links: symbolic links under it are followed, kept within it (".."
+	// and absolute targets stop at the bind point), as the node model has
+	// no links. Otherwise they show as files.
+	Links bool
+	// Messages: its files are message and stream files, whose truncation
+	// is answered here as the node model's default: to 0 accepted and
+	// ignored (what `echo msg > file` asks), other sizes EPERM.
+	Messages bool
+}
+
+// remoteNode is what remote files and directories share: a path.
+type remoteNode struct {
+	r     *Remote
+	names []string    // path from the attach root
+	base  int         // length of the bind point's path (links stay within)
+	bind  BindOptions // of the bind point the node is under
+	attr  *onceAttr   // the lookup's attributes, nil if none
+}
+
+// remoteDir is a remote directory.
+type remoteDir struct {
+	remoteNode
+	fixed *sfs.Attr // a bind point's attributes, answered without the server
+}
+
+// remoteFile is a remote file.
+type remoteFile struct{ remoteNode }
+
+var (
+	_ sfs.Dir       = (*remoteDir)(nil)
+	_ sfs.Creator   = (*remoteDir)(nil)
+	_ sfs.Mkdirer   = (*remoteDir)(nil)
+	_ sfs.Remover   = (*remoteDir)(nil)
+	_ sfs.Opener    = (*remoteFile)(nil)
+	_ sfs.Truncater = (*remoteFile)(nil)
+)
+
+// onceAttr is the attributes found by the Lookup that made a node: the
+// Stat that adapters make right after a Lookup uses them instead of
+// asking the server again; later Stats ask.
+type onceAttr struct {
+	used atomic.Bool
+	a    sfs.Attr // immutable
+}
+
+func (o *onceAttr) take() (sfs.Attr, bool) {
+	if o == nil || o.used.Swap(true) {
+		return sfs.Attr{}, false
+	}
+	return o.a, true
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (n *remoteNode) path() string { return strings.Join(n.names, "/") }
+
+// child returns the node of n's entry name, not looked up.
+func (n *remoteNode) child(name string) remoteNode {
+	return remoteNode{r: n.r, names: append(append([]string(nil), n.names...), name), base: n.base, bind: n.bind}
+}
+
+// at returns a node like n for path names (a link's target).
+func (n *remoteNode) at(names []string) remoteNode {
+	return remoteNode{r: n.r, names: names, base: n.base, bind: n.bind}
+}
+
+// getattr walks n's path on s and returns its attributes (the fid is
+// clunked).
+func (n *remoteNode) getattr(ctx context.Context, s *session) (p9.Attr, error) {
+	var a p9.Attr
+	err := n.r.do(ctx, s, "walk "+n.path(), true, nil, func() error {
+		_, f, _, at, err := walkGetAttr(s.root, n.names)
+		if err != nil {
+			return err
+		}
+		a = at
+		return f.Close()
+	})
+	return a, err
+}
+
+// walkGetAttr is root.WalkGetAttr(names), which for no names is a walk
+// and a getattr.
+func walkGetAttr(root p9.File, names []string) ([]p9.QID, p9.File, p9.AttrMask, p9.Attr, error) {
+	if len(names) > 0 {
+		return root.WalkGetAttr(names)
+	}
+	_, f, err := root.Walk(nil)
+	if err != nil {
+		return nil, nil, p9.AttrMask{}, p9.Attr{}, err
+	}
+	_, m, a, err := f.GetAttr(p9.AttrMaskAll)
+	if err != nil {
+		f.Close()
+		return nil, nil, p9.AttrMask{}, p9.Attr{}, err
+	}
+	return nil, f, m, a, nil
+}
+
+// Stat implements fs.Node.Stat: the lookup's attributes once, then a
+// fresh getattr.
+func (n *remoteNode) Stat(ctx context.Context) (sfs.Attr, error) {
+	if a, ok := n.attr.take(); ok {
+		return a, nil
+	}
+	s, err := n.r.shared(ctx)
+	if err != nil {
+		return sfs.Attr{}, err
+	}
+	a, err := n.getattr(ctx, s)
+	if err != nil {
+		return sfs.Attr{}, err
+	}
+	return FromP9Attr(a), nil
+}
+
+// Stat implements fs.Node.Stat.
+func (d *remoteDir) Stat(ctx context.Context) (sfs.Attr, error) {
+	if d.fixed != nil {
+		return *d.fixed, nil
+	}
+	return d.remoteNode.Stat(ctx)
+}
+
+// maxLinks bounds symlink resolution, as the kernel's MAXSYMLINKS.
+const maxLinks = 40
+
+// Lookup implements fs.Dir.Lookup, following links if the bind says so.
+func (d *remoteDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
+	s, err := d.r.shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := d.child(name)
+	for hops := 0; ; hops++ {
+		a, err := c.getattr(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if a.Mode.IsSymlink() && c.bind.Links {
+			if hops == maxLinks {
+				return nil, syscall.ELOOP
+			}
+			t, err := c.readlink(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			c = c.at(resolveLink(c.names, c.base, t))
+			continue
+		}
+		c.attr = &onceAttr{a: FromP9Attr(a)}
+		if a.Mode.IsDir() {
+			return &remoteDir{remoteNode: c}, nil
+		}
+		return &remoteFile{c}, nil
+	}
+}
+
+// readlink returns the target of the symlink at n.
+func (n *remoteNode) readlink(ctx context.Context, s *session) (string, error) {
+	var t string
+	err := n.r.do(ctx, s, "readlink "+n.path(), true, nil, func() error {
+		_, f, err := s.root.Walk(n.names)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		t, err = f.Readlink()
+		return err
+	})
+	return t, err
+}
+
+// resolveLink returns the path that the symlink at names, whose text is
+// target, points to, kept within names[:base] (".." stops there).
+func resolveLink(names []string, base int, target string) []string {
+	var out []string
+	if strings.HasPrefix(target, "/") {
+		out = append(out, names[:base]...)
+	} else {
+		out = append(out, names[:len(names)-1]...)
+	}
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if len(out) > base {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// List implements fs.Dir.List.
+func (d *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
+	s, err := d.r.shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []sfs.Dirent
+	err = d.r.do(ctx, s, "readdir "+d.path(), true, nil, func() error {
+		_, f, err := s.root.Walk(d.names)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, _, err := f.Open(p9.ReadOnly); err != nil {
+			return err
+		}
+		out, err = ListP9(f, 1<<16)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// refused explains a refusal by the server (Options.Refused) of op on
+// path; other errors are returned as they are.
+func (r *Remote) refused(ctx context.Context, op, path string, h sfs.Handle, err error) error {
+	en, ok := err.(syscall.Errno)
+	if !ok || r.opt.Refused == nil {
+		return err
+	}
+	return r.opt.Refused(ctx, op, path, h, en)
+}
+
+// dirOp walks to d on the shared session and runs fn on the fid, a
+// bounded request named op and path; a refusal goes through refused.
+func (d *remoteDir) dirOp(ctx context.Context, op, path string, keep bool, fn func(s *session, dir p9.File) error) (*session, error) {
+	s, err := d.r.shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = d.r.do(ctx, s, op+" "+path, true, nil, func() error {
+		_, dir, err := s.root.Walk(d.names)
+		if err != nil {
+			return err
+		}
+		err = fn(s, dir)
+		if err != nil || !keep {
+			dir.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, d.r.refused(ctx, op, path, nil, err)
+	}
+	return s, nil
+}
+
+// Create implements fs.Creator.
+func (d *remoteDir) Create(ctx context.Context, name string, flags sfs.OpenFlags, perm iofs.FileMode) (sfs.Node, sfs.Handle, error) {
+	c := d.child(name)
+	var f p9.File
+	s, err := d.dirOp(ctx, "create", c.path(), true, func(s *session, dir p9.File) error {
+		// The directory's fid becomes the new, open file (Tlcreate).
+		var err error
+		f, _, _, err = dir.Create(name, p9.OpenFlags(flags)&p9.OpenFlagsModeMask, p9.FileMode(perm.Perm()), 0, 0)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	n := &remoteFile{c}
+	return n, &remoteHandle{n: &n.remoteNode, flags: flags & syscall.O_ACCMODE, s: s, f: f}, nil
+}
+
+// Mkdir implements fs.Mkdirer.
+func (d *remoteDir) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (sfs.Node, error) {
+	c := d.child(name)
+	_, err := d.dirOp(ctx, "mkdir", c.path(), false, func(s *session, dir p9.File) error {
+		_, err := dir.Mkdir(name, p9.FileMode(perm.Perm()), 0, 0)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &remoteDir{remoteNode: c}, nil
+}
+
+// Remove implements fs.Remover: unlink a file or remove an empty directory.
+func (d *remoteDir) Remove(ctx context.Context, name string, dir bool) error {
+	var flags uint32
+	if dir {
+		flags = unix.AT_REMOVEDIR
+	}
+	c := d.child(name)
+	_, err := d.dirOp(ctx, "remove", c.path(), false, func(s *session, f p9.File) error {
+		return f.UnlinkAt(name, flags)
+	})
+	return err
+}
+
+// Truncate implements fs.Truncater (under a Messages bind, the node
+// model's default: 0 ignored, other sizes EPERM).
+func (f *remoteFile) Truncate(ctx context.Context, size int64) error {
+	if f.bind.Messages {
+		if size == 0 {
+			return nil
+		}
+		return syscall.EPERM
+	}
+	s, err := f.r.shared(ctx)
+	if err != nil {
+		return err
+	}
+	err = f.r.do(ctx, s, "truncate "+f.path(), true, nil, func() error {
+		_, fl, err := s.root.Walk(f.names)
+		if err != nil {
+			return err
+		}
+		defer fl.Close()
+		return fl.SetAttr(p9.SetAttrMask{Size: true}, p9.SetAttr{Size: uint64(size)})
+	})
+	if err != nil {
+		return f.r.refused(ctx, "truncate", f.path(), nil, err)
+	}
+	return nil
+}
+
+// Open implements fs.Opener.
+func (f *remoteFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
+	p := f.path()
+	o := f.r.opt
+	h := &remoteHandle{n: &f.remoteNode, flags: flags & syscall.O_ACCMODE}
+	h.private = o.Private != nil && o.Private(p)
+	h.once = o.Once != nil && o.Once(p)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.openLocked(ctx); err != nil {
+		if flags.Writable() {
+			return nil, f.r.refused(ctx, "open", p, nil, err)
+		}
+		return nil, err
+	}
+	return h, nil
+}

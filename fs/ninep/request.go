@@ -1,0 +1,138 @@
+package ninep
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl/msg"
+)
+
+// States of one request of do.
+const (
+	reqRunning int32 = iota
+	reqDone
+	reqAbandoned
+)
+
+// maxAbandoned bounds the requests per session that their callers gave
+// up (interrupted) while the server has not answered them: each holds a
+// goroutine and its buffer (up to ReadMax).
+const maxAbandoned = 16
+
+// do runs fn, one request on session s, and maps its error. bounded
+// requests must answer within OpTimeout or the session is killed
+// (ETIMEDOUT). When ctx ends first the request is abandoned (it finishes
+// in the background) and do returns EINTR; onCancel, if set, runs then
+// (it drops the fid, or kills a private session, which ends the request
+// in the server). A failure of the connection kills s and is reported
+// to Fail (EIO); the server's own errors come back as syscall.Errno.
+//
+// fn runs in a goroutine of its own under Guard: a panic in it (the p9
+// client's, on a bad reply) fails this request like a bad reply.
+func (r *Remote) do(ctx context.Context, s *session, what string, bounded bool, onCancel func(), fn func() error) error {
+	done := make(chan error, 1)
+	var state atomic.Int32 // reqRunning, then reqDone (fn returned) or reqAbandoned
+	go func() {
+		err := Guard(fn)
+		if !state.CompareAndSwap(reqRunning, reqDone) {
+			s.abandoned.Add(-1)
+		}
+		done <- err
+	}()
+	var timeout <-chan time.Time
+	if bounded && r.opt.OpTimeout > 0 {
+		t := time.NewTimer(r.opt.OpTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-timeout:
+		err = msg.Errorf(syscall.ETIMEDOUT, "%s: no answer to %s in %s; connection closed", r.opt.Name, what, r.opt.OpTimeout)
+		s.kill(err)
+		r.fail(what, err)
+		return err
+	case <-ctx.Done():
+		if onCancel != nil {
+			onCancel()
+		}
+		if state.CompareAndSwap(reqRunning, reqAbandoned) {
+			if n := s.abandoned.Add(1); n > maxAbandoned && !s.isDead() {
+				err := msg.Errorf(syscall.EIO, "%s: %d requests given up without an answer (last: %s); connection closed", r.opt.Name, n, what)
+				s.kill(err)
+				r.fail(what, err)
+			}
+		}
+		return msg.Errorf(syscall.EINTR, "%s: interrupted", what)
+	case <-s.dead:
+		select {
+		case err = <-done: // answered as the session ended
+		default:
+			err = s.why
+		}
+	}
+	return r.mapErr(s, what, err)
+}
+
+// mapErr turns a p9 client error into a tree error: the server's errnos
+// as syscall.Errno, io.EOF as is, anything else (the connection failed,
+// or the reply was refused as input: isBadReply) kills s and becomes an
+// EIO *msg.Error reported to Fail (a bad reply on a Remote that cannot
+// dial again fails only its request). A request that fails because s was
+// already closed is not reported again: the failure that closed it was
+// (or the close was on purpose).
+func (r *Remote) mapErr(s *session, what string, err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	var le linux.Errno
+	if errors.As(err, &le) {
+		return syscall.Errno(le)
+	}
+	var me *msg.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	if cerr := r.check(); cerr != nil {
+		// Refused now (a sandbox that stopped under the request): say so.
+		s.kill(err)
+		return cerr
+	}
+	if s.isDead() {
+		return msg.Errorf(syscall.EIO, "%s: %s: connection closed (%v)", r.opt.Name, what, s.why)
+	}
+	var e *msg.Error
+	if isBadReply(err) && r.opt.Dial == nil {
+		// The one connection cannot be replaced: the lie costs its
+		// request only (the framing held, or p9 would have failed it).
+		return msg.Errorf(syscall.EIO, "%s: bad reply to %s: %v", r.opt.Name, what, err)
+	}
+	if isBadReply(err) {
+		e = msg.Errorf(syscall.EIO, "%s: bad reply to %s: %v; connection closed", r.opt.Name, what, err)
+	} else {
+		e = msg.Errorf(syscall.EIO, "%s: connection lost during %s: %v", r.opt.Name, what, err)
+	}
+	s.kill(e)
+	r.fail(what, e)
+	return e
+}
+
+// isBadReply reports whether err is a reply refused as input: ours
+// (ErrBadReply) or the p9 client's (a reply it could not decode, an
+// unexpected tag or type, a frame over msize; the last comes inside a
+// p9.ConnError, which errors.As cannot see through).
+func isBadReply(err error) bool {
+	var br *p9.ErrBadResponse
+	return errors.Is(err, ErrBadReply) || errors.Is(err, p9.ErrNoValidMessage) ||
+		errors.Is(err, p9.ErrUnexpectedTag) || errors.As(err, &br) ||
+		strings.Contains(err.Error(), "message too large")
+}
