@@ -94,7 +94,7 @@ type store struct {
 // openStore creates the layout under dir if needed and takes the lock.
 func openStore(dir string) (*store, error) {
 	// All 0700: a jailed VMM reaches its run directory's parts through
-	// its own root (vmm/jail.go), never by these paths. (A state
+	// its own root (vmm/vmmproc/jail.go), never by these paths. (A state
 	// directory from before the jail had dir and run/ at 0711.)
 	for _, d := range []string{dir, filepath.Join(dir, recordsName), filepath.Join(dir, runName)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

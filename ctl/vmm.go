@@ -15,10 +15,11 @@ import (
 	"sandfs/ctl/msg"
 	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
+	"sandfs/vmm/vmmproc"
 )
 
 // VMMRuntime is the Runtime backed by one `sandfs vmm` process per sandbox
-// (vmm.Launch). A sandbox boots KernelPath with its template's root file
+// (vmmproc.Launch). A sandbox boots KernelPath with its template's root file
 // system (<TemplatesDir>/<template>.ext4) as a copy-on-write virtio-blk disk
 // whose private layer lives in the sandbox's Dir, plus virtio-vsock (the
 // guest agent's 9P on port 564 via vsock/vsock.sock) and virtio-rng.
@@ -26,12 +27,12 @@ import (
 // Spec.Dir (prepareRunDir), as root:
 //
 //	<Dir>/                 root 0700   what the daemon reads and writes
-//	  vmm.sock             control socket (bound by vmm.Launch)
+//	  vmm.sock             control socket (bound by vmmproc.Launch)
 //	  vmm.sock.json        the VMM's config
 //	  vmm.log, console     the VMM's stderr and the serial console (opened
 //	                       by Launch, handed over as fds)
 //	  root/                root 0700   empty: the VMM builds its root on it,
-//	                       in its own mount namespace (vmm/jail.go)
+//	                       in its own mount namespace (vmm/vmmproc/jail.go)
 //	  vsock/               root 0711   vsock.sock, bound by the VMM before it
 //	                       drops to its uid; the daemon dials it here
 //	  work/                uid 0700    the only place the VMM writes:
@@ -56,7 +57,7 @@ type VMMRuntime struct {
 	// per sandbox as "sandfs/<id>-<hash of the run dir>" when
 	// CgroupParent is set.
 	Jailed       bool
-	Jail         vmm.JailConfig
+	Jail         vmmproc.JailConfig
 	UIDs         IDRange
 	CgroupParent string
 }
@@ -81,7 +82,7 @@ func newVMMRuntime(kernelPath, templatesDir string, log *slog.Logger, root bool,
 		return r
 	}
 	r.Jailed, r.UIDs = true, DefaultVMMIDs
-	r.Jail = vmm.JailConfig{Namespaces: true, Seccomp: true}
+	r.Jail = vmmproc.JailConfig{Namespaces: true, Seccomp: true}
 	switch l, err := detect(); {
 	case err != nil:
 		log.Warn(noLimits, "why", err)
@@ -134,7 +135,7 @@ func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 }
 
 // StartFrom is Start from a snapshot directory written by
-// vmm.Process.Save (state.json + mem) of a machine with the same
+// vmmproc.Process.Save (state.json + mem) of a machine with the same
 // configuration; "" boots. The sandbox's disk layer (work/rootfs.cow in
 // s.Dir) must be the one that matches the snapshot: copying it is the
 // caller's. A jailed VMM saves snapshots in WorkDir only; a snapshot
@@ -148,7 +149,7 @@ func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Ma
 	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
 		return nil, err
 	}
-	p, err := vmm.Launch(ctx, cfg)
+	p, err := vmmproc.Launch(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
@@ -157,17 +158,17 @@ func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Ma
 }
 
 // config is the VMM configuration of sandbox s.
-func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
+func (r *VMMRuntime) config(s Spec) (vmmproc.Config, error) {
 	tmpl := s.Template
 	if tmpl == "" {
 		tmpl = "base"
 	}
 	rootfs := filepath.Join(r.TemplatesDir, tmpl+".ext4")
 	if _, err := os.Stat(rootfs); err != nil {
-		return vmm.Config{}, Errorf(syscall.ENOENT, "new: no template %s", msg.Cite(tmpl))
+		return vmmproc.Config{}, Errorf(syscall.ENOENT, "new: no template %s", msg.Cite(tmpl))
 	}
 	if _, err := os.Stat(r.KernelPath); err != nil {
-		return vmm.Config{}, Errorf(syscall.EIO, "new: no kernel: %v", err)
+		return vmmproc.Config{}, Errorf(syscall.EIO, "new: no kernel: %v", err)
 	}
 	mem := s.MemBytes
 	if mem == 0 {
@@ -181,7 +182,7 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 	jail := r.Jail
 	if r.Jailed {
 		if !r.UIDs.Contains(s.UID) {
-			return vmm.Config{}, Errorf(syscall.EINVAL, "new: sandbox %s has no uid of the range %s", msg.Cite(s.ID), r.UIDs)
+			return vmmproc.Config{}, Errorf(syscall.EINVAL, "new: sandbox %s has no uid of the range %s", msg.Cite(s.ID), r.UIDs)
 		}
 		jail.UID, jail.GID = s.UID, s.UID
 		jail.Root, jail.Work = filepath.Join(s.Dir, "root"), filepath.Join(s.Dir, "work")
@@ -193,11 +194,11 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 		sum := sha256.Sum256([]byte(s.Dir))
 		jail.Cgroup = r.CgroupParent + "/" + s.ID + "-" + hex.EncodeToString(sum[:4])
 	}
-	return vmm.Config{
+	return vmmproc.Config{
 		ID: s.ID, Kernel: r.KernelPath, MemBytes: mem, CPUs: cpus,
 		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + s.ID + " " + r.Cmdline,
-		Disks:   []vmm.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "work", "rootfs.cow"), ID: "rootfs"}},
-		Vsock:   &vmm.VsockConfig{CID: 3, UDS: filepath.Join(s.Dir, "vsock", "vsock.sock")},
+		Disks:   []vmmproc.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "work", "rootfs.cow"), ID: "rootfs"}},
+		Vsock:   &vmmproc.VsockConfig{CID: 3, UDS: filepath.Join(s.Dir, "vsock", "vsock.sock")},
 		RNG:     true,
 		Binary:  r.Binary,
 		Socket:  filepath.Join(s.Dir, "vmm.sock"),
@@ -208,7 +209,7 @@ func (r *VMMRuntime) config(s Spec) (vmm.Config, error) {
 }
 
 // WorkDir is where a sandbox's VMM writes (its disk layer, and the
-// snapshots vmm.Process.Save writes): <Dir>/work.
+// snapshots vmmproc.Process.Save writes): <Dir>/work.
 func WorkDir(s Spec) string { return filepath.Join(s.Dir, "work") }
 
 // prepareRunDir lays out dir as VMMRuntime's doc shows, for a VMM that
@@ -258,7 +259,7 @@ func prepareRunDir(dir string, uid int) error {
 
 // vmmMachine is a Machine backed by a VMM process.
 type vmmMachine struct {
-	p       *vmm.Process
+	p       *vmmproc.Process
 	uds     string // hybrid vsock socket (DialGuest, vmm_guest.go)
 	console string // serial log (ConsolePath)
 	limits  string // Limits
@@ -311,7 +312,7 @@ func (m *vmmMachine) Limits() string { return m.limits }
 
 // Process is the VMM process behind a Machine started by VMMRuntime (for
 // snapshots: Process.Save), or nil.
-func VMMProcess(m Machine) *vmm.Process {
+func VMMProcess(m Machine) *vmmproc.Process {
 	if vm, ok := m.(*vmmMachine); ok {
 		return vm.p
 	}

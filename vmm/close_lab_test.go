@@ -2,8 +2,6 @@ package vmm
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,25 +76,5 @@ func TestCloseRunningRace(t *testing.T) {
 		if r, _ := m.Exit(); r != ExitStopped {
 			t.Errorf("round %d: exit %q, want stopped", i, r)
 		}
-	}
-}
-
-// TestCloseWithoutStartVsock: the process's devices (here the hybrid
-// vsock) are closed by Close on a machine that never started: no
-// listening socket or socket file is left behind.
-func TestCloseWithoutStartVsock(t *testing.T) {
-	m := newTestMachine(t, 1, "forever", &console{}, "")
-	uds := filepath.Join(t.TempDir(), "v.sock")
-	if err := addDevices(m, &Config{Vsock: &VsockConfig{CID: 3, UDS: uds}, RNG: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(uds); err != nil {
-		t.Fatalf("vsock socket not created: %v", err)
-	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(uds); !os.IsNotExist(err) {
-		t.Errorf("vsock socket %s left after Close: %v", uds, err)
 	}
 }

@@ -1,5 +1,7 @@
-// Package vmm is the sandfs virtual machine monitor: one KVM VM per
-// process (`sandfs vmm`), driven by the daemon over a unix socket.
+// Package vmm is the sandfs virtual machine: one KVM VM (Machine) with
+// its vCPUs, guest memory, legacy devices and snapshot state, as an
+// in-process API. The virtio devices are in vmm/virtio, KVM's ioctls in
+// vmm/kvm, the boot protocol in vmm/boot.
 //
 // # Machine (in-process API)
 //
@@ -53,54 +55,6 @@
 // channels → device locks. Exit dispatch takes no machine lock: the device
 // maps are immutable after Start.
 //
-// # Process model and control protocol
-//
-// The daemon runs one `sandfs vmm -config FILE` process per sandbox
-// (vmm.Launch starts it and returns a *Process). The process reads its
-// Config (JSON), builds the machine, and serves a line protocol on the
-// control socket it inherits as fd 3 (a listening unix socket). One request
-// per line, in the ctl message grammar (package msg: blanks between words,
-// single quotes, at most 4 KiB; verbs in controlVerbs, control.go), one
-// reply line per request:
-//
-//	request          reply
-//	status           ok <state> cpus=<n> mem=<bytes> pid=<pid>   state: running|paused|ended:<reason>
-//	pause            ok                 vCPUs parked, devices quiesced
-//	resume           ok
-//	save <dir>       ok <dir>           paused only: <dir>/state.json + <dir>/mem
-//	stop             ok                 the process then exits
-//	(any failure)    err <ERRNO> <verb>: <reason>    e.g. err EINVAL ctl: unknown verb "bogus"
-//
-// The errno travels as its name (msg.Line); the client returns a
-// *msg.Error with errno and text (msg.ParseLine), so the daemon maps it
-// like any other error.
-//
-// The process's exit status says why it ended: 0 stop, 10 guest reset
-// (reboot, panic with panic=-1, triple fault), 11 poweroff, 12 crash,
-// 1 VMM error (its text is the last "vmm: " line of stderr), 2 usage; it
-// also logs "vmm: exit reason=<reason>" last. A seccomp violation kills it
-// with SIGSYS. vmm.Process.Wait returns (ExitReason, error) from these.
-//
-// # Client (the daemon's side)
-//
-//	p, err := vmm.Launch(ctx, vmm.Config{Kernel: k, MemBytes: 256 << 20, CPUs: 1,
-//		Disks: ..., Vsock: ..., RNG: true,
-//		Socket: dir + "/vmm.sock", Console: dir + "/console", LogFile: dir + "/vmm.log",
-//		Jail: vmm.JailConfig{Namespaces: true, Seccomp: true, Cgroup: "sandfs/" + id,
-//			Root: dir + "/root", Work: dir + "/work", UID: uid, GID: uid}})
-//	p.Pause(ctx); p.Save(ctx, dir+"/work/snap"); p.Resume(ctx); st, _ := p.Status(ctx)
-//	p.Stop(ctx)                 // "stop", then SIGKILL to the group after the deadline (5 s default)
-//	<-p.Done(); reason, err := p.Wait(); p.Err(); p.Pid(); p.Kill()
-//
-// A restore is Launch with Config.Restore = snapDir (and StartPaused to
-// keep it paused): same devices, same order.
-//
-// # Confinement
-//
-// Launch: namespaces (mount, PID, IPC, network, UTS), an empty
-// environment, the cgroup (confine.go, package cgroup). The process: its
-// root on Jail.Root, entered before it opens anything there (jail.go);
-// then, once the machine exists, the uid drop and the seccomp filter
-// (confine.go, seccomp.go). docs/vmm.md, "The jail", lists what a
-// compromised VMM can still reach.
+// The process that runs one machine (`sandfs vmm`), its control, its
+// confinement and the daemon's client are package vmm/vmmproc.
 package vmm

@@ -294,6 +294,12 @@ func (m *Machine) AddHooks(name string, h Hooks) error {
 	return nil
 }
 
+// CPUs is the number of vCPUs.
+func (m *Machine) CPUs() int { return len(m.vcpus) }
+
+// MemBytes is the size of guest RAM.
+func (m *Machine) MemBytes() uint64 { return m.cfg.MemBytes }
+
 // Cmdline is the kernel command line Start will use.
 func (m *Machine) Cmdline() string { return m.cmd.String() }
 
@@ -334,6 +340,8 @@ func (m *Machine) Start() error {
 		return err
 	}
 	m.started = true
+	// Loaded into guest RAM: the caller may unmap the images now.
+	m.cfg.Kernel, m.cfg.Initrd = nil, nil
 	for _, c := range m.vcpus {
 		go c.loop(false)
 	}

@@ -14,32 +14,10 @@ import (
 )
 
 // TestMain doubles as the guest's /init (the test binary is copied into the
-// initramfs) and as the `sandfs vmm` process for Launch tests.
+// initramfs).
 func TestMain(m *testing.M) {
 	if os.Getpid() == 1 && os.Args[0] == "/init" {
 		testguest.Init()
-	}
-	if os.Getenv("SANDFS_TEST_SECCOMP") != "" {
-		seccompChild()
-	}
-	if cfg := os.Getenv("SANDFS_TEST_ORPHAN"); cfg != "" {
-		orphanParent(cfg)
-	}
-	if cfg := os.Getenv("SANDFS_TEST_JAIL"); cfg != "" {
-		jailChild(cfg)
-	}
-	if len(os.Args) > 1 && os.Args[1] == "vmm" {
-		// A VMM whose sandbox is called attackID plays a compromised
-		// one once confined (attack_test.go).
-		afterConfine = func(cfg *Config) {
-			if cfg.ID == attackID {
-				attack(cfg, os.Stderr)
-			}
-		}
-		if os.Getenv(logFloodEnv) != "" {
-			logFloodVMM()
-		}
-		os.Exit(Main(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }

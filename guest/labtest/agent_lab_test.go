@@ -21,14 +21,14 @@ import (
 
 	"sandfs/guest"
 	"sandfs/test/testenv"
-	"sandfs/vmm"
 	"sandfs/vmm/virtio/vsock/hybrid"
+	"sandfs/vmm/vmmproc"
 )
 
-// TestMain doubles as the `sandfs vmm` process that vmm.Launch starts.
+// TestMain doubles as the `sandfs vmm` process that vmmproc.Launch starts.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "vmm" {
-		os.Exit(vmm.Main(os.Args[2:]))
+		os.Exit(vmmproc.Main(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
@@ -52,8 +52,8 @@ func file(env, rel string) string {
 // vm is a booted template and the VMM process running it.
 type vm struct {
 	t   *testing.T
-	cfg vmm.Config
-	p   *vmm.Process
+	cfg vmmproc.Config
+	p   *vmmproc.Process
 }
 
 // bootVM boots the template and returns the agent's root over vsock.
@@ -73,12 +73,12 @@ func bootVM(t *testing.T, extraCmdline string) (*vm, p9.File) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := vmm.Config{
+	cfg := vmmproc.Config{
 		ID: "agent", Kernel: kernel, MemBytes: 512 << 20, CPUs: 1,
 		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init console=ttyS0 sandfs.hostname=agent-test " +
 			"sandfs.time=" + strconv.FormatInt(time.Now().UnixNano(), 10) + " " + extraCmdline,
-		Disks:  []vmm.DiskConfig{{Path: base, Overlay: filepath.Join(dir, "overlay")}},
-		Vsock:  &vmm.VsockConfig{CID: 3, UDS: filepath.Join(dir, "v.sock")},
+		Disks:  []vmmproc.DiskConfig{{Path: base, Overlay: filepath.Join(dir, "overlay")}},
+		Vsock:  &vmmproc.VsockConfig{CID: 3, UDS: filepath.Join(dir, "v.sock")},
 		Socket: filepath.Join(dir, "ctl.sock"), Console: filepath.Join(dir, "console"),
 		LogFile: filepath.Join(dir, "vmm.log"),
 	}
@@ -92,7 +92,7 @@ func (v *vm) launch() p9.File {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
-	p, err := vmm.Launch(ctx, v.cfg)
+	p, err := vmmproc.Launch(ctx, v.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"sandfs/vmm"
 	"sandfs/vmm/bench"
 	"sandfs/vmm/testguest"
+	"sandfs/vmm/vmmproc"
 )
 
 func init() {
 	register("vmm", "run one sandbox VM (started by the daemon): vmm -config FILE | vmm bench | vmm guest-init", vmmMain)
 }
 
-// vmmMain is `sandfs vmm`: the VMM process (vmm.Main), or the benchmark
+// vmmMain is `sandfs vmm`: the VMM process (vmmproc.Main), or the benchmark
 // (`vmm bench`) and its guest's init (`vmm guest-init`), which live
 // outside the product package.
 func vmmMain(args []string) int {
@@ -23,5 +23,5 @@ func vmmMain(args []string) int {
 			return bench.Main(args[1:])
 		}
 	}
-	return vmm.Main(args)
+	return vmmproc.Main(args)
 }

@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"sandfs/test/cpio"
-	"sandfs/vmm"
 	"sandfs/vmm/boot"
 	"sandfs/vmm/testguest"
+	"sandfs/vmm/vmmproc"
 )
 
-// Exit codes, as the VMM process's (vmm/process.go).
+// Exit codes, as the VMM process's (vmm/vmmproc/main.go).
 const (
 	codeError = 1
 	codeUsage = 2
@@ -137,12 +137,12 @@ func Main(args []string) int {
 func benchSandfs(dir, kernel, initrd string, mem uint64) (time.Duration, int, error) {
 	con := filepath.Join(dir, "console")
 	os.Remove(con)
-	cfg := vmm.Config{ID: "bench", Kernel: kernel, Initrd: initrd, Cmdline: "quiet -- vmm guest-init",
+	cfg := vmmproc.Config{ID: "bench", Kernel: kernel, Initrd: initrd, Cmdline: "quiet -- vmm guest-init",
 		MemBytes: mem, CPUs: 1, Socket: filepath.Join(dir, "vmm.sock"), Console: con}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	p, err := vmm.Launch(ctx, cfg)
+	p, err := vmmproc.Launch(ctx, cfg)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -8,7 +8,7 @@ type Request struct {
 }
 
 // Requests lists every ioctl request the package issues, for a seccomp
-// filter that allows only these (vmm/confine.go). numbers_test.go checks
+// filter that allows only these (vmm/vmmproc/seccomp.go). numbers_test.go checks
 // that it matches the numbers pinned against linux/kvm.h, so a new ioctl
 // cannot be added here or there alone.
 var Requests = []Request{

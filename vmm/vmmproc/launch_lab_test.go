@@ -1,4 +1,4 @@
-package vmm
+package vmmproc
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sandfs/test/testenv"
+	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
 	"sandfs/vmm/testguest"
 )
@@ -83,7 +84,7 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := p.Wait(); r != ExitStopped || err != nil {
+	if r, err := p.Wait(); r != vmm.ExitStopped || err != nil {
 		t.Errorf("Wait = %v, %v; want stopped, nil", r, err)
 	}
 
@@ -122,7 +123,7 @@ func TestLaunchGuestReset(t *testing.T) {
 		p.Kill()
 		t.Fatal("guest reboot did not end the VMM")
 	}
-	if r, err := p.Wait(); r != ExitReset || err != nil {
+	if r, err := p.Wait(); r != vmm.ExitReset || err != nil {
 		t.Errorf("Wait = %v, %v; want reset, nil", r, err)
 	}
 	b, _ := os.ReadFile(cfg.Console)
@@ -152,7 +153,7 @@ func TestLaunchSeccompKill(t *testing.T) {
 	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "seccomp") {
 		t.Errorf("Err = %v; want a seccomp kill", err)
 	}
-	if !errors.Is(p.Pause(ctx), ErrEnded) {
+	if !errors.Is(p.Pause(ctx), vmm.ErrEnded) {
 		t.Errorf("Pause after death: want ErrEnded")
 	}
 }
@@ -448,7 +449,7 @@ func TestLaunchStopTimeout(t *testing.T) {
 	default:
 		t.Fatal("Stop returned before the process ended")
 	}
-	if r, err := p.Wait(); r != ExitError || err == nil || !strings.Contains(err.Error(), "killed") {
+	if r, err := p.Wait(); r != vmm.ExitError || err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("Wait = %v, %v; want a kill", r, err)
 	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(p.Pid())); err == nil {

@@ -1,4 +1,4 @@
-package vmm
+package vmmproc
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sandfs/test/syncbuf"
+	"sandfs/vmm"
 	"sandfs/vmm/virtio"
 	"sandfs/vmm/virtio/rng"
 	"sandfs/vmm/virtio/virtiotest"
@@ -162,7 +163,7 @@ func TestVMMLogCapped(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	<-p.Done()
-	if r, err := p.Wait(); r != ExitStopped || err != nil {
+	if r, err := p.Wait(); r != vmm.ExitStopped || err != nil {
 		t.Errorf("flooding VMM ended %s, %v; want stopped", r, err)
 	}
 	b, err := os.ReadFile(logPath)

@@ -1,4 +1,4 @@
-package vmm
+package vmmproc
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sandfs/ctl/msg"
+	"sandfs/vmm"
 )
 
 // controlServer serves the control protocol documented in doc.go on the
@@ -23,10 +24,24 @@ import (
 //
 // so the daemon gets errno and text back (Process.request, msg.ParseLine).
 type controlServer struct {
-	m       *Machine
+	m       machine
 	cfg     *Config
 	stopped chan struct{} // closed once a stop request has been answered
 }
+
+// machine is what the control drives: a *vmm.Machine (a fake in tests).
+type machine interface {
+	Pause() error
+	Resume() error
+	Paused() bool
+	SaveDir(dir string) error
+	Stop()
+	Exit() (vmm.ExitReason, error)
+	CPUs() int
+	MemBytes() uint64
+}
+
+var _ machine = (*vmm.Machine)(nil)
 
 // controlVerb is the handler of a control request: it returns the reply's
 // text after "ok"; stop ends the process once the reply is sent.
@@ -107,12 +122,12 @@ func (s *controlServer) handle(line string) (reply string, stop bool) {
 func (s *controlServer) status(a []string) (string, bool, error) {
 	m := s.m
 	state := "running"
-	if r, _ := m.Exit(); r != ExitRunning {
+	if r, _ := m.Exit(); r != vmm.ExitRunning {
 		state = "ended:" + string(r)
 	} else if m.Paused() {
 		state = "paused"
 	}
-	return fmt.Sprintf("%s cpus=%d mem=%d pid=%d", state, len(m.vcpus), m.cfg.MemBytes, os.Getpid()), false, nil
+	return fmt.Sprintf("%s cpus=%d mem=%d pid=%d", state, m.CPUs(), m.MemBytes(), os.Getpid()), false, nil
 }
 
 func (s *controlServer) pause(a []string) (string, bool, error) { return "", false, s.m.Pause() }

@@ -1,21 +1,23 @@
-package vmm
+package vmmproc
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"syscall"
 	"testing"
 
 	"sandfs/ctl/msg"
+	"sandfs/vmm"
 )
 
 // TestControlGrammar checks the control protocol's replies that need no
 // running VM.
 func TestControlGrammar(t *testing.T) {
-	m := &Machine{done: make(chan struct{}), cfg: MachineConfig{MemBytes: 128 << 20}}
+	m := &fakeMachine{mem: 128 << 20}
 	s := &controlServer{m: m, cfg: &Config{}, stopped: make(chan struct{})}
 	for _, tc := range []struct{ in, want string }{
 		{"", "err EINVAL ctl: empty message"},
@@ -46,7 +48,7 @@ func TestControlGrammar(t *testing.T) {
 // TestControlErrno checks that the daemon's side gets the VMM's errno and
 // text back: Process.request over a connection to a controlServer.
 func TestControlErrno(t *testing.T) {
-	m := &Machine{done: make(chan struct{}), cfg: MachineConfig{MemBytes: 128 << 20}}
+	m := &fakeMachine{mem: 128 << 20}
 	s := &controlServer{m: m, cfg: &Config{}, stopped: make(chan struct{})}
 	c1, c2 := net.Pipe()
 	defer c1.Close()
@@ -77,3 +79,18 @@ func TestControlErrno(t *testing.T) {
 		t.Errorf("Resume() = %v", err)
 	}
 }
+
+// fakeMachine is a machine that was never started, as *vmm.Machine
+// answers then.
+type fakeMachine struct{ mem uint64 }
+
+func (f *fakeMachine) Pause() error  { return msg.Errorf(syscall.EBUSY, "pause: not started") }
+func (f *fakeMachine) Resume() error { return nil }
+func (f *fakeMachine) Paused() bool  { return false }
+func (f *fakeMachine) SaveDir(string) error {
+	return fmt.Errorf("save: %w", vmm.ErrNotPaused)
+}
+func (f *fakeMachine) Stop()                         {}
+func (f *fakeMachine) Exit() (vmm.ExitReason, error) { return vmm.ExitRunning, nil }
+func (f *fakeMachine) CPUs() int                     { return 0 }
+func (f *fakeMachine) MemBytes() uint64              { return f.mem }

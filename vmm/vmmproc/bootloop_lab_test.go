@@ -1,4 +1,4 @@
-package vmm
+package vmmproc
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sandfs/vmm"
 )
 
 // guestFailure is what a guest console shows when the kernel fell over.
@@ -121,13 +123,13 @@ func hungGuestDiag(ctx context.Context, p *Process, dir string) string {
 		return fmt.Sprintf("diag: save: %v", err)
 	}
 	var b strings.Builder
-	if st, err := LoadState(snap); err == nil {
+	if st, err := vmm.LoadState(snap); err == nil {
 		for _, c := range st.VCPUs {
 			fmt.Fprintf(&b, "vcpu %d: mp_state %d RIP %#x RSP %#x RFLAGS %#x CR0 %#x CR3 %#x CS %#x\n", c.ID, c.MPState,
 				c.Regs.RIP, c.Regs.RSP, c.Regs.RFLAGS, c.Sregs.CR0, c.Sregs.CR3, c.Sregs.CS.Selector)
 		}
 	}
-	mem, err := os.ReadFile(filepath.Join(snap, MemoryFile))
+	mem, err := os.ReadFile(filepath.Join(snap, vmm.MemoryFile))
 	if err != nil {
 		return b.String() + fmt.Sprintf("diag: %v", err)
 	}

@@ -1,4 +1,4 @@
-package vmm
+package vmmproc
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 
+	"sandfs/vmm"
 	"sandfs/vmm/bus"
 	"sandfs/vmm/virtio"
 	"sandfs/vmm/virtio/blk"
@@ -22,10 +23,10 @@ type virtioDevice interface {
 
 // addVirtio adds dev (made by mk for its slot) with the standard hooks:
 // pause/resume the transport, typed save/restore through JSON, close.
-func addVirtioDev[D virtioDevice, S any](m *Machine, name string, mk func(VirtioSlot) (D, error),
+func addVirtioDev[D virtioDevice, S any](m *vmm.Machine, name string, mk func(vmm.VirtioSlot) (D, error),
 	save func(D) S, restore func(D, S) error, closeExtra func() error) error {
 	var dev D
-	_, err := m.AddVirtio(func(s VirtioSlot) (bus.MMIODevice, error) {
+	_, err := m.AddVirtio(func(s vmm.VirtioSlot) (bus.MMIODevice, error) {
 		var err error
 		dev, err = mk(s)
 		if err != nil {
@@ -36,7 +37,7 @@ func addVirtioDev[D virtioDevice, S any](m *Machine, name string, mk func(Virtio
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return m.AddHooks(name, Hooks{
+	return m.AddHooks(name, vmm.Hooks{
 		Pause:  func() { dev.Transport().Pause() },
 		Resume: func() { dev.Transport().Resume() },
 		Save:   func() (any, error) { return save(dev), nil },
@@ -64,7 +65,7 @@ func addVirtioDev[D virtioDevice, S any](m *Machine, name string, mk func(Virtio
 
 // addDevices adds the virtio devices of cfg, in a fixed order (disks, net,
 // vsock, rng) so that a restore gets the same slots and command line.
-func addDevices(m *Machine, cfg *Config) error {
+func addDevices(m *vmm.Machine, cfg *Config) error {
 	for i, d := range cfg.Disks {
 		var disk blk.Disk
 		var err error
@@ -77,7 +78,7 @@ func addDevices(m *Machine, cfg *Config) error {
 			return err
 		}
 		err = addVirtioDev(m, fmt.Sprintf("blk%d", i),
-			func(s VirtioSlot) (*blk.Device, error) {
+			func(s vmm.VirtioSlot) (*blk.Device, error) {
 				return blk.New(m.Memory(), m.IRQ(), s.IRQ, disk, blk.Config{ReadOnly: d.ReadOnly, ID: d.ID})
 			},
 			(*blk.Device).Save, (*blk.Device).Restore, disk.Close)
@@ -100,7 +101,7 @@ func addDevices(m *Machine, cfg *Config) error {
 			copy(nc.MAC[:], hw)
 		}
 		if err := addVirtioDev(m, "net0",
-			func(s VirtioSlot) (*vnet.Device, error) {
+			func(s vmm.VirtioSlot) (*vnet.Device, error) {
 				return vnet.New(m.Memory(), m.IRQ(), s.IRQ, tap, nc), nil
 			},
 			(*vnet.Device).Save, (*vnet.Device).Restore, nil); err != nil {
@@ -109,7 +110,7 @@ func addDevices(m *Machine, cfg *Config) error {
 	}
 	if cfg.Vsock != nil {
 		if err := addVirtioDev(m, "vsock0",
-			func(s VirtioSlot) (*vsock.Device, error) {
+			func(s vmm.VirtioSlot) (*vsock.Device, error) {
 				os.Remove(cfg.Vsock.UDS)
 				return vsock.New(m.Memory(), m.IRQ(), s.IRQ, vsock.Config{GuestCID: uint64(cfg.Vsock.CID), UDS: cfg.Vsock.UDS})
 			},
@@ -119,7 +120,7 @@ func addDevices(m *Machine, cfg *Config) error {
 	}
 	if cfg.RNG {
 		if err := addVirtioDev(m, "rng0",
-			func(s VirtioSlot) (*rng.Device, error) { return rng.New(m.Memory(), m.IRQ(), s.IRQ), nil },
+			func(s vmm.VirtioSlot) (*rng.Device, error) { return rng.New(m.Memory(), m.IRQ(), s.IRQ), nil },
 			(*rng.Device).Save, (*rng.Device).Restore, nil); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package vmm_test
+package vmmproc_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 	"sandfs/ctl"
 	"sandfs/test/testenv"
-	"sandfs/vmm"
 	"sandfs/vmm/virtio/vsock/hybrid"
+	"sandfs/vmm/vmmproc"
 )
 
 // TestJailedVMMAttacks plays a compromised VMM in the daemon's own setup:
@@ -109,9 +109,9 @@ func TestJailedVMMAttacks(t *testing.T) {
 	if err := victim.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := vmm.SnapshotTree(t, vs.Dir)
+	before := vmmproc.SnapshotTree(t, vs.Dir)
 
-	as := spec(vmm.AttackID, 1)
+	as := spec(vmmproc.AttackID, 1)
 	attacker, err := r.Start(ctx, as)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestJailedVMMAttacks(t *testing.T) {
 		old, _ := os.ReadFile(logPath + ".old")
 		out = string(b) + string(old)
 	}
-	var cfg vmm.Config
+	var cfg vmmproc.Config
 	b, err := os.ReadFile(filepath.Join(as.Dir, "vmm.sock.json"))
 	if err != nil { // moved away by a successful attack (reported below)
 		b, err = os.ReadFile(filepath.Join(as.Dir, "vmm.sock.json.old"))
@@ -140,7 +140,7 @@ func TestJailedVMMAttacks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the attacker's config: %v", err)
 	}
-	vmm.CheckAttacks(t, out, &cfg, lns, before, vs.Dir)
+	vmmproc.CheckAttacks(t, out, &cfg, lns, before, vs.Dir)
 	for _, f := range []string{"console", "vmm.log", "vmm.sock", "vmm.sock.json", "vsock/vsock.sock"} {
 		if _, err := os.Lstat(filepath.Join(as.Dir, f)); err != nil {
 			t.Errorf("the attacker's own %s: %v", f, err)

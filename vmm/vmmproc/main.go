@@ -1,9 +1,8 @@
-package vmm
+package vmmproc
 
 import (
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/vmm"
 )
 
 // File descriptors a VMM process inherits from Launch.
@@ -32,15 +33,15 @@ const (
 	codeCrash    = 12
 )
 
-func exitCode(r ExitReason) int {
+func exitCode(r vmm.ExitReason) int {
 	switch r {
-	case ExitStopped:
+	case vmm.ExitStopped:
 		return codeStopped
-	case ExitReset:
+	case vmm.ExitReset:
 		return codeReset
-	case ExitPoweroff:
+	case vmm.ExitPoweroff:
 		return codePoweroff
-	case ExitCrash:
+	case vmm.ExitCrash:
 		return codeCrash
 	}
 	return codeError
@@ -85,99 +86,130 @@ func Main(args []string) int {
 // first waits at the start gate (waitGate); with console, fd 4 is the
 // console log. Like the gate, the console is announced, not guessed from
 // fd 4 being open: without one, the Go runtime may have put its own
-// epoll fd there.
-func run(cfg *Config, log *slog.Logger, console, gate bool) (ExitReason, error) {
+// epoll fd there. The order matters: the jail is entered before anything
+// in it is opened (build), privileges are dropped once everything is
+// open and before the guest runs.
+func run(cfg *Config, log *slog.Logger, console, gate bool) (vmm.ExitReason, error) {
 	if gate {
 		if err := waitGate(); err != nil {
-			return ExitError, err
+			return vmm.ExitError, err
 		}
 	}
-	var out io.Writer
+	m, img, st, err := build(cfg, log, console)
+	if err != nil {
+		return vmm.ExitError, err
+	}
+	defer m.Close()
+	ln, err := controlListener()
+	if err != nil {
+		return vmm.ExitError, err
+	}
+	if err := confineSelf(cfg); err != nil {
+		return vmm.ExitError, err
+	}
+	if err := start(m, cfg, img, st); err != nil {
+		return vmm.ExitError, err
+	}
+	return serve(m, cfg, ln)
+}
+
+// images are the kernel and initrd, mapped (not read: the VMM's heap
+// would otherwise keep both, ~7 MB, for its whole life) until Start has
+// loaded them into guest RAM.
+type images struct{ kernel, initrd []byte }
+
+func (i images) unmap() {
+	for _, b := range [][]byte{i.kernel, i.initrd} {
+		if b != nil {
+			unix.Munmap(b) // (on error paths the process exits anyway)
+		}
+	}
+}
+
+// build makes cfg's machine with its devices, not started: for a boot,
+// with the images it will load; for a restore, with the state to restore.
+// A jailed process enters its jail here, before it opens anything in it.
+func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *vmm.State, error) {
+	var img images
+	mc := vmm.MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline, Log: log}
 	if console {
 		f := inheritedFile(fdConsole, "console")
 		if f == nil {
-			return ExitError, fmt.Errorf("console: fd %d is not open", fdConsole)
+			return nil, img, nil, fmt.Errorf("console: fd %d is not open", fdConsole)
 		}
-		out = capFile(f, ConsoleMax, "\n[sandfs: console output truncated]\n")
+		mc.Console = capFile(f, ConsoleMax, "\n[sandfs: console output truncated]\n")
 	}
-	mc := MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline,
-		Console: out, Log: log}
 	if cfg.Restore == "" {
 		var err error
-		// Mapped, not read: the VMM's heap would otherwise keep both
-		// images (~7 MB) for its whole life.
-		if mc.Kernel, err = mapFile(cfg.Kernel); err != nil {
-			return ExitError, fmt.Errorf("read kernel: %w", err)
+		if img.kernel, err = mapFile(cfg.Kernel); err != nil {
+			return nil, img, nil, fmt.Errorf("read kernel: %w", err)
 		}
-
 		if cfg.Initrd != "" {
-			if mc.Initrd, err = mapFile(cfg.Initrd); err != nil {
-				return ExitError, fmt.Errorf("read initrd: %w", err)
+			if img.initrd, err = mapFile(cfg.Initrd); err != nil {
+				return nil, img, nil, fmt.Errorf("read initrd: %w", err)
 			}
 		}
+		mc.Kernel, mc.Initrd = img.kernel, img.initrd
 	}
 	if cfg.Jail.Root != "" {
 		// The jail has no /proc; SaveMemory reads the pagemap.
 		if cfg.Restore == "" {
 			pm, err := os.Open("/proc/self/pagemap")
 			if err != nil {
-				return ExitError, err
+				return nil, img, nil, err
 			}
 			mc.Pagemap = pm
 		}
 		// From here on every path resolves in the jail (jail.go): the
 		// snapshot, the disks, the vsock socket.
 		if err := enterJail(cfg); err != nil {
-			return ExitError, err
+			return nil, img, nil, err
 		}
 	}
-	var st *State
+	var st *vmm.State
 	if cfg.Restore != "" {
 		var err error
-		if st, err = LoadState(cfg.Restore); err != nil {
-			return ExitError, err
+		if st, err = vmm.LoadState(cfg.Restore); err != nil {
+			return nil, img, nil, err
 		}
-		mc.MemFile = cfg.Restore + "/" + MemoryFile
+		mc.MemFile = cfg.Restore + "/" + vmm.MemoryFile
 	}
-	m, err := NewMachine(mc)
+	m, err := vmm.NewMachine(mc)
 	if err != nil {
-		return ExitError, err
+		return nil, img, nil, err
 	}
-	defer m.Close()
 	if err := addDevices(m, cfg); err != nil {
-		return ExitError, err
+		m.Close()
+		return nil, img, nil, err
 	}
-	ln, err := controlListener()
-	if err != nil {
-		return ExitError, err
-	}
-	// Everything is open: give up privileges before the guest runs.
-	if err := confineSelf(cfg); err != nil {
-		return ExitError, err
-	}
-	if st != nil {
-		if err := m.Restore(st); err != nil {
-			return ExitError, err
+	return m, img, st, nil
+}
+
+// start boots the machine from img, or restores st (and resumes it unless
+// cfg.StartPaused).
+func start(m *vmm.Machine, cfg *Config, img images, st *vmm.State) error {
+	if st == nil {
+		if err := m.Start(); err != nil {
+			return err
 		}
-		if !cfg.StartPaused {
-			if err := m.Resume(); err != nil {
-				return ExitError, err
-			}
-		}
-	} else if err := m.Start(); err != nil {
-		return ExitError, err
-	} else {
-		// Loaded into guest RAM: drop the images now.
-		unix.Munmap(mc.Kernel) // (on error paths the process exits anyway)
-		if mc.Initrd != nil {
-			unix.Munmap(mc.Initrd)
-		}
-		m.cfg.Kernel, m.cfg.Initrd = nil, nil
+		img.unmap() // loaded into guest RAM
+		return nil
 	}
+	if err := m.Restore(st); err != nil {
+		return err
+	}
+	if cfg.StartPaused {
+		return nil
+	}
+	return m.Resume()
+}
+
+// serve serves the control socket until the machine ends.
+func serve(m *vmm.Machine, cfg *Config, ln net.Listener) (vmm.ExitReason, error) {
 	srv := &controlServer{m: m, cfg: cfg, stopped: make(chan struct{})}
 	go srv.serve(ln)
 	reason, err := m.Wait()
-	if reason == ExitStopped {
+	if reason == vmm.ExitStopped {
 		select { // let the stop request's reply go out
 		case <-srv.stopped:
 		case <-time.After(time.Second):

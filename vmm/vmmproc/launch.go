@@ -1,0 +1,371 @@
+package vmmproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"sandfs/vmm"
+	"sandfs/vmm/tailbuf"
+)
+
+// Launch starts a VMM process for cfg and returns once its machine is
+// running (or paused, for a restore with StartPaused). cfg.Socket is
+// required: the control socket path (at most 107 bytes). Launch never
+// leaves a process behind on error; the process also dies with its parent
+// (PR_SET_PDEATHSIG) and runs in its own process group.
+func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
+	bin, err := cfg.launchable()
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	sp := &spawn{}
+	defer sp.close()
+	p, err = prepare(&cfg, bin, sp)
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	if err := p.start(sp); err != nil {
+		return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
+	}
+	started := p // the error returns below set the result p to nil
+	defer func() {
+		if err != nil {
+			started.kill()
+			<-started.done
+		}
+	}()
+	if sp.gate != nil {
+		if err := p.cg.Add(p.cmd.Process.Pid); err != nil {
+			return nil, fmt.Errorf("launch: %w", err) // the gate closes unopened: the process exits
+		}
+		if _, err := sp.gate.Write([]byte{1}); err != nil {
+			return nil, fmt.Errorf("launch: start gate: %w", err)
+		}
+	}
+	// Wait until the process serves its control socket (after boot starts).
+	if _, err := p.request(ctx, "status"); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	return p, nil
+}
+
+// launchable checks what Launch needs beyond validate and returns the
+// binary to run.
+func (c *Config) launchable() (string, error) {
+	if err := c.validate(); err != nil {
+		return "", err
+	}
+	if c.Socket == "" {
+		return "", fmt.Errorf("no control socket path")
+	}
+	if len(c.Socket) > 107 {
+		return "", fmt.Errorf("socket path %q longer than 107 bytes", c.Socket)
+	}
+	if c.Jail.Root != "" && !c.Jail.Namespaces {
+		return "", fmt.Errorf("a jail root needs namespaces")
+	}
+	if c.Binary != "" {
+		return c.Binary, nil
+	}
+	return os.Executable()
+}
+
+// spawn is what Launch hands the child, and closes in the parent once the
+// child has them (or on failure).
+type spawn struct {
+	extra   []*os.File // the child's fds 3, 4, ...
+	closers []io.Closer
+	gate    *os.File // write end of the start gate; nil without a v1 cgroup
+}
+
+// inherit makes f the child's fd.
+func (s *spawn) inherit(fd int, f *os.File) {
+	for len(s.extra) <= fd-3 {
+		s.extra = append(s.extra, nil)
+	}
+	s.extra[fd-3] = f
+}
+
+func (s *spawn) close() {
+	for _, c := range s.closers {
+		c.Close()
+	}
+}
+
+// prepare makes the process's files (control socket, console, config,
+// log) and command, and its cgroup; nothing runs yet.
+func prepare(cfg *Config, bin string, sp *spawn) (*Process, error) {
+	ln, err := listenControl(cfg.Socket)
+	if err != nil {
+		return nil, err
+	}
+	sp.closers = append(sp.closers, ln)
+	sp.inherit(fdControl, ln)
+	args := []string{"vmm", "-config", cfg.Socket + ".json"}
+	if cfg.Console != "" {
+		f, err := openLog(cfg.Console)
+		if err != nil {
+			return nil, err
+		}
+		sp.closers = append(sp.closers, f)
+		sp.inherit(fdConsole, f)
+		args = append(args, "-console") // fd 4 is announced, never guessed
+	}
+	if cfg.TapFD != nil {
+		sp.inherit(fdTap, cfg.TapFD)
+		if cfg.Net == nil {
+			cfg.Net = &NetConfig{}
+		}
+		cfg.Net.TapFD = fdTap
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeConfig(cfg.Socket+".json", b); err != nil {
+		return nil, err
+	}
+	p := &Process{cmd: command(cfg, bin, args), cfg: *cfg, done: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}}
+	if err := p.logTo(cfg.LogFile); err != nil {
+		return nil, err
+	}
+	if err := p.joinCgroup(sp); err != nil {
+		if p.logFile != nil {
+			p.logFile.Close()
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// listenControl creates and binds the control socket; the child inherits
+// the listener.
+func listenControl(path string) (*os.File, error) {
+	os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false)
+	f, err := ln.File()
+	ln.Close()
+	return f, err
+}
+
+// command is the VMM's command: an empty environment unless cfg.Env,
+// its own process group, killed with its parent, in new namespaces.
+func command(cfg *Config, bin string, args []string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = cfg.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // not nil: nil would pass on the daemon's
+	}
+	if cfg.Jail.Root != "" {
+		cmd.Dir = "/"
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cfg.Jail.Namespaces {
+		// A network namespace of its own: no interface but a down
+		// loopback, no route to the host or its loopback services, and
+		// no abstract unix sockets but its own (the tap, if any, comes
+		// as an fd).
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC |
+			syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS
+	}
+	return cmd
+}
+
+// logTo sends the process's stderr to its tail buffer and, if path is
+// set, to that log file.
+func (p *Process) logTo(path string) error {
+	var w io.Writer = p.stderr
+	if path != "" {
+		lf, err := openLog(path)
+		if err != nil {
+			return err
+		}
+		p.logFile = lf // closed by reap: the copy from the VMM's stderr must outlive Launch
+		// Capped here, not in the VMM, so that a VMM writing without end
+		// (a guest it logs for, or one that took it over) cannot fill
+		// the disk (logging.go).
+		w = io.MultiWriter(p.stderr, capFile(lf, LogMax, "\n[sandfs: vmm.log truncated]\n"))
+	}
+	p.cmd.Stderr = w
+	return nil
+}
+
+// joinCgroup creates the process's cgroup, if cfg asks for one. v2 is
+// entered at clone time (CLONE_INTO_CGROUP); v1 only by pid once the
+// process exists, so the process (-gate) waits at a start gate (fdGate)
+// until Launch has put it in every hierarchy.
+func (p *Process) joinCgroup(sp *spawn) error {
+	if p.cfg.Jail.Cgroup == "" {
+		return nil
+	}
+	g, err := setupCgroup(&p.cfg)
+	if err != nil {
+		return err
+	}
+	p.cg = g
+	if fd := g.FD(); fd >= 0 {
+		sp.closers = append(sp.closers, closerFunc(g.Close))
+		p.cmd.SysProcAttr.UseCgroupFD = true
+		p.cmd.SysProcAttr.CgroupFD = fd
+		return nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return errors.Join(err, p.removeCgroup())
+	}
+	sp.closers = append(sp.closers, r, w)
+	sp.inherit(fdGate, r)
+	sp.gate = w
+	p.cmd.Args = append(p.cmd.Args, "-gate")
+	return nil
+}
+
+// start connects to the control socket and starts the process. The
+// socket listens already (the backlog holds the connection until the
+// process accepts), and p.conn is set before reap can look at it.
+func (p *Process) start(sp *spawn) error {
+	p.cmd.ExtraFiles = sp.extra
+	conn, err := net.Dial("unix", p.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	p.setConn(conn)
+	if err := startOnSpawner(p.cmd); err != nil {
+		conn.Close()
+		if p.logFile != nil {
+			p.logFile.Close()
+		}
+		return err
+	}
+	go p.reap()
+	return nil
+}
+
+// reap waits for the process and records why it ended.
+func (p *Process) reap() {
+	p.reason, p.err = exitStatus(p.cmd.Wait(), p.cmd.ProcessState, p.stderr.String())
+	p.closeConn()
+	if err := p.removeCgroup(); err != nil {
+		fmt.Fprintf(p.cmd.Stderr, "vmm client: %v\n", err) // the copy from the process has ended
+	}
+	if p.logFile != nil {
+		p.logFile.Close()
+	}
+	os.Remove(p.cfg.Socket)
+	os.Remove(p.cfg.Socket + ".json")
+	if p.cfg.Jail.UID != 0 && p.cfg.Vsock != nil {
+		// Bound as root, so the VMM could not unlink it after its drop.
+		os.Remove(p.cfg.Vsock.UDS)
+	}
+	close(p.done)
+}
+
+// exitStatus maps the process's end back to why its machine ended (the
+// exit codes of Main).
+func exitStatus(err error, st *os.ProcessState, stderr string) (vmm.ExitReason, error) {
+	if st == nil {
+		return vmm.ExitError, err
+	}
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled() && ws.Signal() == syscall.SIGSYS:
+		return vmm.ExitError, fmt.Errorf("vmm killed by SIGSYS: a syscall outside the seccomp allowlist")
+	case ws.Signaled():
+		return vmm.ExitError, fmt.Errorf("vmm killed by signal %v", ws.Signal())
+	}
+	switch ws.ExitStatus() {
+	case codeStopped:
+		return vmm.ExitStopped, nil
+	case codeReset:
+		return vmm.ExitReset, nil
+	case codePoweroff:
+		return vmm.ExitPoweroff, nil
+	case codeCrash:
+		return vmm.ExitCrash, errors.New("vmm: guest crashed")
+	}
+	return vmm.ExitError, fmt.Errorf("vmm exited with status %d: %s", ws.ExitStatus(), lastError(stderr))
+}
+
+func (p *Process) kill() {
+	if p.cmd.Process != nil {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // the process group
+		p.cmd.Process.Kill()
+	}
+}
+
+// openLog opens (creating) a log file the process writes to, for append:
+// never through a symlink, and only a regular file (a FIFO would block).
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open %s: not a regular file", path)
+	}
+	return f, nil
+}
+
+// writeConfig writes the process's config to path, replacing what is
+// there but never writing through a symlink.
+func writeConfig(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("write %s: not a regular file", path)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// closerFunc makes a func() an io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
+
+// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not
+// the process (prctl(2); golang/go#27505). Go may end an OS thread whose
+// goroutine exits while locked to it, so children are started from one
+// goroutine locked to a thread that never exits.
+var spawnReq = make(chan spawnCall)
+
+type spawnCall struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var spawnOnce sync.Once
+
+func startOnSpawner(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+			for c := range spawnReq {
+				c.done <- c.cmd.Start()
+			}
+		}()
+	})
+	c := spawnCall{cmd: cmd, done: make(chan error, 1)}
+	spawnReq <- c
+	return <-c.done
+}
