@@ -143,8 +143,20 @@ func enterJail(cfg *Config) error {
 	if err := unix.Mount("sandfs-jail", j.Root, "tmpfs", hard, "mode=0755,size=64k,nr_inodes=256"); err != nil {
 		return fmt.Errorf("jail: mount tmpfs on %s: %w", j.Root, err)
 	}
+	if err := bindMounts(j.Root, ms); err != nil {
+		return err
+	}
+	if err := unix.Mount("", j.Root, "", unix.MS_REMOUNT|unix.MS_RDONLY|hard, ""); err != nil {
+		return fmt.Errorf("jail: make the root read-only: %w", err)
+	}
+	return pivotInto(j.Root)
+}
+
+// bindMounts bind-mounts each of ms at its own path under root, then
+// remounts it with its flags.
+func bindMounts(root string, ms []jailMount) error {
 	for _, m := range ms {
-		target := j.Root + m.path
+		target := root + m.path
 		if err := mountPoint(target, m.dir); err != nil {
 			return fmt.Errorf("jail: %w", err)
 		}
@@ -164,10 +176,12 @@ func enterJail(cfg *Config) error {
 			return fmt.Errorf("jail: remount %s: %w", m.path, err)
 		}
 	}
-	if err := unix.Mount("", j.Root, "", unix.MS_REMOUNT|unix.MS_RDONLY|hard, ""); err != nil {
-		return fmt.Errorf("jail: make the root read-only: %w", err)
-	}
-	if err := unix.Chdir(j.Root); err != nil {
+	return nil
+}
+
+// pivotInto makes root the process's root (see above).
+func pivotInto(root string) error {
+	if err := unix.Chdir(root); err != nil {
 		return fmt.Errorf("jail: %w", err)
 	}
 	switch err := unix.PivotRoot(".", "."); err {
@@ -189,7 +203,7 @@ func enterJail(cfg *Config) error {
 			return fmt.Errorf("jail: chroot: %w", err)
 		}
 	default:
-		return fmt.Errorf("jail: pivot_root %s: %w", j.Root, err)
+		return fmt.Errorf("jail: pivot_root %s: %w", root, err)
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return fmt.Errorf("jail: %w", err)
