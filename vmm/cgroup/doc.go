@@ -34,7 +34,7 @@
 // never runs outside. v1 has no such flag: the parent writes the child's
 // pid into each hierarchy's cgroup.procs (Group.Add), and the child must
 // wait for that before it allocates what the limits are meant to cover
-// (vmm.Launch holds its child at a start gate until then). Memory charged
+// (vmmproc.Launch holds its child at a start gate until then). Memory charged
 // before the move stays with the old group in v1.
 //
 // Lifetime: Create makes one leaf directory per hierarchy used; missing

@@ -16,7 +16,7 @@ import (
 
 // TestGroupOnHost makes a limited group in the layout this host has
 // (cgroup1 on a hybrid or v1 host, cgroup2 in the lab), puts a child
-// process in it the way vmm.Launch does, checks /proc/<pid>/cgroup and the
+// process in it the way vmmproc.Launch does, checks /proc/<pid>/cgroup and the
 // limit files, and removes it. A host without usable controllers fails
 // with CI=true or in the lab.
 func TestGroupOnHost(t *testing.T) {

@@ -53,7 +53,7 @@ func exitCode(r vmm.ExitReason) int {
 // benchmark, are dispatched before it, in tools/sandfs/cmd_vmm.go.)
 func Main(args []string) int {
 	fs := flag.NewFlagSet("vmm", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "JSON config file (vmm.Config)")
+	cfgPath := fs.String("config", "", "JSON config file (vmmproc.Config)")
 	console := fs.Bool("console", false, "fd 4 is the console log (Launch passes it; without the flag fd 4 may be the Go runtime's own)")
 	gate := fs.Bool("gate", false, "first wait for one byte on fd 6 (Launch moves the process into its cgroup v1 group meanwhile)")
 	if err := fs.Parse(args); err != nil {
@@ -230,7 +230,7 @@ func inheritedFile(fd int, name string) *os.File {
 func controlListener() (net.Listener, error) {
 	f := inheritedFile(fdControl, "control")
 	if f == nil {
-		return nil, fmt.Errorf("control: fd %d is not open (start the VMM with vmm.Launch)", fdControl)
+		return nil, fmt.Errorf("control: fd %d is not open (start the VMM with vmmproc.Launch)", fdControl)
 	}
 	ln, err := net.FileListener(f)
 	f.Close()
