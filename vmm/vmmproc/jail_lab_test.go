@@ -77,7 +77,7 @@ func TestJailedVMMAttacks(t *testing.T) {
 		defer ln.Close()
 		lns = append(lns, ln)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // two boots and the attacks, nested under a loaded lab (3 minutes ran out)
 	defer cancel()
 
 	// The victim, up to its agent, then paused so that its files hold still.
