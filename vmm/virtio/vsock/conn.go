@@ -79,6 +79,19 @@ func (c *conn) peerCredit() uint32 {
 	return c.peerBufAlloc - inFlight
 }
 
+// needCreditUpdate reports whether the guest must hear of the unreported
+// bytes written to the unix socket (fwd_cnt - the fwd_cnt last sent) in
+// a CREDIT_UPDATE of its own: only when the credit it sees has fallen
+// below one full packet, as Linux's own receiver decides
+// (virtio_transport_stream_do_dequeue). Otherwise the fwd_cnt rides on
+// the next packet to the guest (a 9P reply is followed by the next
+// request), and a CREDIT_UPDATE would cost the guest an interrupt per
+// quarter of the buffer for nothing. A guest out of credit has
+// bufAlloc unreported bytes once they are written, so it always hears.
+func needCreditUpdate(unreported uint32) bool {
+	return bufAlloc-min(unreported, bufAlloc) < maxPayload
+}
+
 // queueCreditUpdateLocked queues a CREDIT_UPDATE unless one is queued.
 func (d *Device) queueCreditUpdateLocked(c *conn) {
 	if !c.ctrlCreditSent {

@@ -137,7 +137,7 @@ func (d *Device) startLocked(c *conn) {
 
 // reader moves host data into c.rx, staying at most rxHigh ahead.
 func (d *Device) reader(c *conn) {
-	buf := make([]byte, maxPayload)
+	buf := make([]byte, rxHigh)
 	for {
 		d.mu.Lock()
 		for c.state == stEstablished && !c.guestNoRecv && len(c.rx) >= rxHigh {
@@ -147,8 +147,9 @@ func (d *Device) reader(c *conn) {
 			d.mu.Unlock()
 			return
 		}
+		room := rxHigh - len(c.rx)
 		d.mu.Unlock()
-		n, err := c.uc.Read(buf)
+		n, err := c.uc.Read(buf[:room])
 		d.mu.Lock()
 		if c.state != stEstablished {
 			d.mu.Unlock()
@@ -206,7 +207,7 @@ func (d *Device) writer(c *conn) {
 			d.mu.Unlock()
 			return
 		}
-		if c.fwdCnt-c.lastFwdSent >= bufAlloc/4 {
+		if needCreditUpdate(c.fwdCnt - c.lastFwdSent) {
 			d.queueCreditUpdateLocked(c)
 		}
 		d.mu.Unlock()

@@ -25,6 +25,7 @@ type Device struct {
 	rxKick, txKick, evKick virtio.Kick
 	run                    virtio.Runner
 	lnDone                 chan struct{}
+	tx                     txSignal // used only by the tx goroutine (tx.go)
 
 	mu         sync.Mutex // guards the fields below and every conn's fields
 	conns      map[key]*conn
@@ -63,7 +64,10 @@ const (
 	// bufAlloc is the receive buffer the VMM advertises per connection:
 	// at most this much guest data waits to be written to a unix socket.
 	bufAlloc = 256 << 10
-	// rxHigh bounds host data read ahead of the guest's credit.
+	// rxHigh bounds host data read ahead of the guest's credit; a
+	// connection's reader reads up to this much at once, so that a
+	// message written in one piece reaches the guest in one batch of
+	// packets (one interrupt).
 	rxHigh = 256 << 10
 	// maxPayload caps one packet's payload (VIRTIO_VSOCK_MAX_PKT_BUF_SIZE).
 	maxPayload = 64 << 10
@@ -156,7 +160,8 @@ func (d *Device) Notify(q int) {
 // Activate implements virtio.Device.Activate.
 func (d *Device) Activate(t *virtio.Transport) error {
 	d.run.Go(func(stop <-chan struct{}) {
-		t.Loop(stop, d.txKick, func() bool { return t.Drain(t.Queue(txQueue), d.handleTx) })
+		d.tx = txSignal{}
+		t.Loop(stop, d.txKick, d.drainTx)
 	})
 	d.run.Go(func(stop <-chan struct{}) { t.Loop(stop, d.rxKick, d.fillRx) })
 	d.run.Go(func(stop <-chan struct{}) { t.Loop(stop, d.evKick, d.sendEvents) })
