@@ -108,7 +108,9 @@ type serveConfig struct {
 	group         string // --group, "" for none
 }
 
-// serve runs the daemon until SIGINT or SIGTERM.
+// serve runs the daemon until SIGINT or SIGTERM: the control plane and
+// its runtime, the tree, the 9P listeners and the FUSE mount; then it
+// stops them in the reverse order.
 func serve(log *slog.Logger, c serveConfig) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -116,27 +118,9 @@ func serve(log *slog.Logger, c serveConfig) error {
 	if err := os.MkdirAll(c.state, 0o700); err != nil {
 		return err
 	}
-	// The VMM runtime needs a host that runs guests natively (the host
-	// probe's verdict) and the guest kernel; without either the plane has
-	// no runtime and `new` fails with ENODEV, saying why.
-	var rt ctl.Runtime
-	noRuntime := ""
-	verdict := probe.Cached()
-	log.Info("serve: host probe: "+verdict.String(), "mode", verdict.Mode())
-	if _, err := os.Stat(c.kernel); !verdict.Native {
-		noRuntime = "this host cannot run guests natively (" + verdict.Reason + "); run sandfs in the lab: make run"
-	} else if err != nil {
-		noRuntime = "no guest kernel: " + err.Error()
-	} else {
-		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
-		if err := vr.UseIDs(c.vmmUIDs); err != nil {
-			return err
-		}
-		rt = vr
-		log.Info("serve: VMM runtime", "kernel", c.kernel, "templates", c.templates)
-	}
-	if noRuntime != "" {
-		log.Warn("serve: no VMM runtime, sandboxes cannot be created: " + noRuntime)
+	rt, noRuntime, err := vmmRuntime(log, c)
+	if err != nil {
+		return err
 	}
 	plane, err := ctl.Open(c.state, rt, log)
 	if err != nil {
@@ -153,65 +137,23 @@ func serve(log *slog.Logger, c serveConfig) error {
 		tree.SetGroup(uint32(gid))
 		log.Info("serve: creators' group", "group", c.group, "gid", gid)
 	}
-	srv := ninep.NewServer(tree.Root(), log)
 
-	var token string
-	for _, l := range c.listens {
-		if strings.HasPrefix(l, "tcp:") {
-			if token, err = loadToken(log, c.state, c.tokenFile); err != nil {
-				return err
-			}
-			break
-		}
+	ls := &listeners{errc: make(chan error, len(c.listens))}
+	defer ls.removeSockets()
+	if err := ls.start(ctx, log, c, ninep.NewServer(tree.Root(), log), gid); err != nil {
+		return err
 	}
-
-	var wg sync.WaitGroup
-	errc := make(chan error, len(c.listens))
-	var sockets []string
-	defer func() {
-		for _, s := range sockets {
-			os.Remove(s)
-		}
-	}()
-	for _, addr := range c.listens {
-		l, err := listen(addr, gid)
-		if err != nil {
-			return err
-		}
-		tok := ""
-		if strings.HasPrefix(addr, "tcp:") {
-			tok = token
-		} else {
-			sockets = append(sockets, strings.TrimPrefix(addr, "unix:"))
-		}
-		log.Info("serve: 9P listening", "addr", addr, "token", tok != "")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(ctx, l, tok); err != nil {
-				errc <- fmt.Errorf("9P %s: %w", addr, err)
-			}
-		}()
-	}
-
-	var m *fusefs.Mount
-	if c.mount != "" {
-		if m, err = mountTree(c.mount, tree.Root(), log); err != nil && c.mountOptional {
-			log.Warn("serve: no FUSE mount (pass --mount DIR to require one, --mount '' to silence this)", "err", err)
-			m, err = nil, nil
-		} else if err != nil {
-			stop()
-			wg.Wait()
-			return err
-		} else {
-			log.Info("serve: FUSE mounted", "dir", c.mount)
-		}
+	m, err := mountIfAsked(log, c, tree.Root())
+	if err != nil {
+		stop()
+		ls.wg.Wait()
+		return err
 	}
 
 	select {
 	case <-ctx.Done():
 		log.Info("serve: signal received, shutting down")
-	case err = <-errc:
+	case err = <-ls.errc:
 		log.Error("serve: " + err.Error())
 	}
 	stop()
@@ -222,8 +164,104 @@ func serve(log *slog.Logger, c serveConfig) error {
 			log.Info("serve: FUSE unmounted", "dir", c.mount)
 		}
 	}
-	wg.Wait()
+	ls.wg.Wait()
 	return err
+}
+
+// vmmRuntime returns the VMM runtime, which needs a host that runs
+// guests natively (the host probe's verdict) and the guest kernel.
+// Without either there is no runtime (nil), and noRuntime says why: the
+// plane then fails `new` with ENODEV and that text.
+func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime string, err error) {
+	verdict := probe.Cached()
+	log.Info("serve: host probe: "+verdict.String(), "mode", verdict.Mode())
+	if _, err := os.Stat(c.kernel); !verdict.Native {
+		noRuntime = "this host cannot run guests natively (" + verdict.Reason + "); run sandfs in the lab: make run"
+	} else if err != nil {
+		noRuntime = "no guest kernel: " + err.Error()
+	} else {
+		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
+		if err := vr.UseIDs(c.vmmUIDs); err != nil {
+			return nil, "", err
+		}
+		log.Info("serve: VMM runtime", "kernel", c.kernel, "templates", c.templates)
+		return vr, "", nil
+	}
+	log.Warn("serve: no VMM runtime, sandboxes cannot be created: " + noRuntime)
+	return nil, noRuntime, nil
+}
+
+// listeners are the daemon's 9P listeners, each served by its own
+// goroutine (counted in wg) until the context given to start ends; a
+// listener that fails sends its error to errc.
+type listeners struct {
+	wg      sync.WaitGroup
+	errc    chan error // buffered: one per listener
+	sockets []string   // unix socket files, removed by removeSockets
+}
+
+// start opens every listener of c and serves srv on it; TCP listeners
+// ask for the token (loadToken), unix sockets belong to group gid
+// (listen). On an error the listeners already started go on until ctx
+// ends.
+func (ls *listeners) start(ctx context.Context, log *slog.Logger, c serveConfig, srv *ninep.Server, gid int) error {
+	var token string
+	for _, l := range c.listens {
+		if strings.HasPrefix(l, "tcp:") {
+			var err error
+			if token, err = loadToken(log, c.state, c.tokenFile); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	for _, addr := range c.listens {
+		l, err := listen(addr, gid)
+		if err != nil {
+			return err
+		}
+		tok := ""
+		if strings.HasPrefix(addr, "tcp:") {
+			tok = token
+		} else {
+			ls.sockets = append(ls.sockets, strings.TrimPrefix(addr, "unix:"))
+		}
+		log.Info("serve: 9P listening", "addr", addr, "token", tok != "")
+		ls.wg.Add(1)
+		go func() {
+			defer ls.wg.Done()
+			if err := srv.Serve(ctx, l, tok); err != nil {
+				ls.errc <- fmt.Errorf("9P %s: %w", addr, err)
+			}
+		}()
+	}
+	return nil
+}
+
+// removeSockets removes the unix socket files of the listeners.
+func (ls *listeners) removeSockets() {
+	for _, s := range ls.sockets {
+		os.Remove(s)
+	}
+}
+
+// mountIfAsked mounts root with FUSE at c.mount unless that is "". A
+// mount at the default place (not given on the command line) that
+// fails is only a warning: nil, nil.
+func mountIfAsked(log *slog.Logger, c serveConfig, root sfs.Dir) (*fusefs.Mount, error) {
+	if c.mount == "" {
+		return nil, nil
+	}
+	m, err := mountTree(c.mount, root, log)
+	switch {
+	case err != nil && c.mountOptional:
+		log.Warn("serve: no FUSE mount (pass --mount DIR to require one, --mount '' to silence this)", "err", err)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	log.Info("serve: FUSE mounted", "dir", c.mount)
+	return m, nil
 }
 
 // mountTree mounts root at dir, creating dir and clearing a stale mount a
