@@ -78,56 +78,95 @@ func RunTestGuest(sys *kvm.System, loops uint32, exits uint16, timeout time.Dura
 	}
 }
 
+// runTestGuest boots the test guest on a machine of its own and runs it
+// to its HLT, timing its loop and its exits.
 func runTestGuest(sys *kvm.System, loops uint32, exits uint16) (TestGuestResult, error) {
-	var r TestGuestResult
-	vm, err := sys.CreateVM()
+	m, err := newTestMachine(sys, testGuestCode(loops, exits))
 	if err != nil {
-		return r, err
+		return TestGuestResult{}, err
 	}
-	defer vm.Close()
-	if err := vm.SetTSSAddr(0xfffbd000); err != nil { // VMX without unrestricted guest needs it
-		return r, err
+	defer m.close()
+	return m.run(loops)
+}
+
+// testMachine is the probe's machine: one vCPU in real mode at codeAddr,
+// guestMemSize bytes of memory.
+type testMachine struct {
+	vm  *kvm.VM
+	mem []byte
+	cpu *kvm.VCPU
+}
+
+// newTestMachine makes the machine with code loaded at codeAddr.
+func newTestMachine(sys *kvm.System, code []byte) (m *testMachine, err error) {
+	m = &testMachine{}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
+	if m.vm, err = sys.CreateVM(); err != nil {
+		return nil, err
 	}
-	mem, err := unix.Mmap(-1, 0, guestMemSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return r, fmt.Errorf("mmap guest memory: %w", err)
+	if err := m.vm.SetTSSAddr(0xfffbd000); err != nil { // VMX without unrestricted guest needs it
+		return nil, err
 	}
-	defer unix.Munmap(mem)
-	copy(mem[codeAddr:], testGuestCode(loops, exits))
-	if err := vm.SetUserMemoryRegion(kvm.MemoryRegion{
-		MemorySize: guestMemSize, UserspaceAddr: uint64(uintptr(unsafe.Pointer(&mem[0]))),
+	if m.mem, err = unix.Mmap(-1, 0, guestMemSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS); err != nil {
+		return nil, fmt.Errorf("mmap guest memory: %w", err)
+	}
+	copy(m.mem[codeAddr:], code)
+	if err := m.vm.SetUserMemoryRegion(kvm.MemoryRegion{
+		MemorySize: guestMemSize, UserspaceAddr: uint64(uintptr(unsafe.Pointer(&m.mem[0]))),
 	}); err != nil {
-		return r, err
+		return nil, err
 	}
-	cpu, err := vm.CreateVCPU(0)
-	if err != nil {
-		return r, err
+	if m.cpu, err = m.vm.CreateVCPU(0); err != nil {
+		return nil, err
 	}
-	defer cpu.Close()
-	sregs, err := cpu.GetSregs()
+	sregs, err := m.cpu.GetSregs()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	sregs.CS.Base, sregs.CS.Selector = 0, 0
-	if err := cpu.SetSregs(sregs); err != nil {
-		return r, err
+	if err := m.cpu.SetSregs(sregs); err != nil {
+		return nil, err
 	}
-	if err := cpu.SetRegs(kvm.Regs{RIP: codeAddr, RFLAGS: 2}); err != nil {
-		return r, err
+	if err := m.cpu.SetRegs(kvm.Regs{RIP: codeAddr, RFLAGS: 2}); err != nil {
+		return nil, err
 	}
+	return m, nil
+}
 
+// close releases the vCPU, the memory and the VM, those that exist.
+func (m *testMachine) close() {
+	if m.cpu != nil {
+		m.cpu.Close()
+	}
+	if m.mem != nil {
+		unix.Munmap(m.mem)
+	}
+	if m.vm != nil {
+		m.vm.Close()
+	}
+}
+
+// run runs the guest until it halts: the OUT to portLoopDone ends the
+// timed loop, each OUT to portExit is one timed exit, the OUT of
+// finalValue to portFinal ends them.
+func (m *testMachine) run(loops uint32) (TestGuestResult, error) {
+	var r TestGuestResult
 	start := time.Now()
 	var exitStart time.Time
 	for {
-		if err := cpu.Run(); err != nil {
+		if err := m.cpu.Run(); err != nil {
 			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
 				continue
 			}
 			return r, err
 		}
-		switch reason := cpu.ExitReason(); reason {
+		switch reason := m.cpu.ExitReason(); reason {
 		case kvm.ExitIO:
-			io := cpu.IOExit()
+			io := m.cpu.IOExit()
 			switch io.Port {
 			case portLoopDone:
 				r.LoopTime, r.Loops = time.Since(start), loops
