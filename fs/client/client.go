@@ -117,7 +117,14 @@ type File struct {
 // Open opens path with flags (os.O_RDONLY, O_WRONLY, O_RDWR; O_TRUNC
 // truncates first).
 func (c *Client) Open(path string, flags int) (*File, error) {
-	_, f, err := c.root.Walk(split(path))
+	return c.openAt(c.root, path, split(path), flags)
+}
+
+// openAt opens names under directory fid dir (path names it in errors):
+// a walk from a directory already walked costs the server a lookup per
+// element less than one from the root.
+func (c *Client) openAt(dir p9.File, path string, names []string, flags int) (*File, error) {
+	_, f, err := dir.Walk(names)
 	if err != nil {
 		return nil, &Error{Op: "open " + path, Errno: errno(err)}
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/hugelgupf/p9/p9"
+
 	"sandfs/ctl/msg"
 )
 
@@ -86,7 +88,19 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 	if err != nil {
 		return Status{}, err
 	}
-	defer p.clone.Close()
+	defer p.close()
+	// The wait file is opened and read beside the output, so that its
+	// round trips overlap the output's and the status is there when the
+	// output ends.
+	type result struct {
+		st  Status
+		err error
+	}
+	waited := make(chan result, 1)
+	go func() {
+		st, err := p.wait()
+		waited <- result{st, err}
+	}()
 	outputDone := p.copyOutput(o.Stdout, o.Stderr)
 	if o.Stdin != nil {
 		go p.feedStdin(o.Stdin)
@@ -99,7 +113,8 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 	if err := outputDone(); err != nil {
 		return Status{}, err
 	}
-	return p.wait()
+	r := <-waited
+	return r.st, r.err
 }
 
 // execProc is the process slot Exec drives: its clone handle, which is
@@ -107,8 +122,9 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 type execProc struct {
 	c       *Client
 	clone   *File
-	dir     string // sandboxes/<id>/procs/<n>/
-	errPath string // sandboxes/<id>/err
+	dir     string  // sandboxes/<id>/procs/<n>/
+	dirf    p9.File // dir, walked
+	errPath string  // sandboxes/<id>/err
 }
 
 // startProc takes a slot in sandbox id's procs/ and starts o's command
@@ -125,7 +141,7 @@ func (c *Client) startProc(id string, o ExecOptions) (_ *execProc, err error) {
 			clone.Close()
 		}
 	}()
-	b, err := io.ReadAll(clone)
+	b, err := readSlot(clone)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +154,37 @@ func (c *Client) startProc(id string, o ExecOptions) (_ *execProc, err error) {
 			return nil, err
 		}
 	}
-	return &execProc{c: c, clone: clone, dir: dir + strings.TrimSpace(string(b)) + "/", errPath: errPath}, nil
+	p := &execProc{c: c, clone: clone, dir: dir + strings.TrimSpace(string(b)) + "/", errPath: errPath}
+	if _, p.dirf, err = c.root.Walk(split(p.dir)); err != nil {
+		return nil, c.explain("walk "+p.dir, errno(err), errPath)
+	}
+	return p, nil
+}
+
+// readSlot reads the slot number from an open procs/clone: one read
+// ("n\n"), more only if that was short.
+func readSlot(clone *File) ([]byte, error) {
+	b := make([]byte, 32)
+	n, err := clone.Read(b)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if n > 0 && b[n-1] == '\n' {
+		return b[:n], nil
+	}
+	rest, err := io.ReadAll(clone)
+	return append(b[:n], rest...), err
+}
+
+// open opens the process's file name, walking from its directory.
+func (p *execProc) open(name string, flags int) (*File, error) {
+	return p.c.openAt(p.dirf, p.dir+name, []string{name}, flags)
+}
+
+// close releases the process's clone (its ctl) and directory fid.
+func (p *execProc) close() {
+	p.clone.Close()
+	p.dirf.Close()
 }
 
 // startMsgs are the ctl messages that set up o's process and start it.
@@ -179,7 +225,7 @@ func (p *execProc) copyOutput(stdout, stderr io.Writer) (wait func() error) {
 		if w == nil {
 			w = io.Discard
 		}
-		f, err := p.c.Open(p.dir+name, syscall.O_RDONLY)
+		f, err := p.open(name, syscall.O_RDONLY)
 		if err != nil {
 			errs <- p.c.explain("open "+p.dir+name, err.(*Error).Errno, p.errPath)
 			return
@@ -201,7 +247,7 @@ func (p *execProc) copyOutput(stdout, stderr io.Writer) (wait func() error) {
 
 // feedStdin copies r to the process's stdin, then closes it.
 func (p *execProc) feedStdin(r io.Reader) {
-	f, err := p.c.Open(p.dir+"stdin", syscall.O_WRONLY)
+	f, err := p.open("stdin", syscall.O_WRONLY)
 	if err != nil {
 		return
 	}
@@ -227,7 +273,7 @@ func (p *execProc) forwardSignals(sigs <-chan os.Signal, stop <-chan struct{}) {
 
 // wait reads the process's wait file: its status once it has ended.
 func (p *execProc) wait() (Status, error) {
-	w, err := p.c.Open(p.dir+"wait", syscall.O_RDONLY)
+	w, err := p.open("wait", syscall.O_RDONLY)
 	if err != nil {
 		return Status{}, p.c.explain("open "+p.dir+"wait", err.(*Error).Errno, p.errPath)
 	}

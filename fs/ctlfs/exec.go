@@ -60,7 +60,9 @@ type execHandle struct {
 	slot    string     // the command written on this open, "" none
 	out     sfs.Handle // stdout of outSlot (a private session)
 	outSlot string
-	ended   bool // outSlot's output is over and it has exited
+	exited  chan error // the read of outSlot's wait file: nil when it ended, or why it failed
+	stop    func()     // ends that read
+	ended   bool       // outSlot's output is over and it has exited
 }
 
 var _ sfs.Handle = (*execHandle)(nil)
@@ -130,9 +132,12 @@ func (h *execHandle) Write(ctx context.Context, p []byte, off int64) (int, error
 	return len(p), nil
 }
 
-// output returns the open stdout of the command a read follows (nil:
-// none yet, or it has ended), opening it if it is new.
-func (h *execHandle) output(ctx context.Context) (sfs.Handle, string, error) {
+// output returns the open stdout of the command a read follows and
+// the channel on which its exit is told (nil: none yet, or it has
+// ended). A new command's stdout is opened, and its wait file opened
+// and read at the same time, so that its exit is known as soon as its
+// output ends: the round trips of the wait overlap the output's.
+func (h *execHandle) output(ctx context.Context) (sfs.Handle, chan error, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	slot := h.slot
@@ -140,28 +145,47 @@ func (h *execHandle) output(ctx context.Context) (sfs.Handle, string, error) {
 		slot = h.g.last()
 	}
 	if slot == "" {
-		return nil, "", nil // nothing run yet: empty
+		return nil, nil, nil // nothing run yet: empty
 	}
 	if h.out == nil || h.outSlot != slot {
-		if h.out != nil {
-			h.out.Close()
-			h.out = nil
-		}
+		h.closeLocked()
 		out, err := sfs.Open(ctx, h.g.r.File("procs/"+slot+"/stdout"), sfs.ReadOnly)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		h.out, h.outSlot, h.ended = out, slot, false
+		h.waitLocked()
 	}
 	if h.ended {
-		return nil, slot, nil
+		return nil, nil, nil
 	}
-	return h.out, slot, nil
+	return h.out, h.exited, nil
+}
+
+// waitLocked starts the read of outSlot's wait file. h.mu held.
+func (h *execHandle) waitLocked() {
+	wctx, stop := context.WithCancel(context.Background())
+	exited, path := make(chan error, 1), "procs/"+h.outSlot+"/wait"
+	go func() {
+		_, err := h.g.readLine(wctx, path, 256)
+		exited <- err
+	}()
+	h.exited, h.stop = exited, stop
+}
+
+// closeLocked closes the output and ends the wait of the command
+// followed. h.mu held.
+func (h *execHandle) closeLocked() {
+	if h.out != nil {
+		h.out.Close()
+		h.stop()
+	}
+	h.out, h.exited, h.stop = nil, nil, nil
 }
 
 // Read implements fs.Handle.Read (offsets are ignored: a stream).
 func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	out, slot, err := h.output(ctx)
+	out, exited, err := h.output(ctx)
 	if out == nil || err != nil {
 		return 0, err
 	}
@@ -171,26 +195,30 @@ func (h *execHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 	}
 	// The output has ended: wait for the exit, so that execstatus is
 	// final when the reader sees EOF.
-	if _, err := h.g.readLine(ctx, "procs/"+slot+"/wait", 256); err != nil {
-		return 0, err
+	select {
+	case err = <-exited:
+	case <-ctx.Done():
+		return 0, ctl.Errorf(syscall.EINTR, "read exec: interrupted")
 	}
 	h.mu.Lock()
-	if h.out == out {
-		h.ended = true
+	defer h.mu.Unlock()
+	if h.out != out {
+		return 0, err
 	}
-	h.mu.Unlock()
+	if err != nil {
+		h.stop()
+		h.waitLocked() // the next read waits again
+		return 0, err
+	}
+	h.ended = true
 	return 0, nil
 }
 
 // Close implements fs.Handle.Close.
 func (h *execHandle) Close() error {
 	h.mu.Lock()
-	out := h.out
-	h.out = nil
+	h.closeLocked()
 	h.mu.Unlock()
-	if out != nil {
-		out.Close()
-	}
 	return nil
 }
 

@@ -32,7 +32,6 @@ const iounit = 64 << 10
 // other after Open; Close is called once, after every other call has
 // returned.
 type file struct {
-	p9.DefaultWalkGetAttr
 	templatefs.NotSymlinkFile
 	templatefs.XattrUnimplemented
 	templatefs.NoopRenamed
@@ -77,6 +76,18 @@ func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
 		qs = append(qs, cur.qid(ch.Attr()))
 	}
 	return qs, cur, nil
+}
+
+// WalkGetAttr implements p9.File.WalkGetAttr: the attributes are those
+// the walk saw (the Chan's), not a second Stat, which would cost a remote
+// node another round trip to its server. p9 walks with it one element
+// at a time.
+func (f *file) WalkGetAttr(names []string) ([]p9.QID, p9.File, p9.AttrMask, p9.Attr, error) {
+	qs, nf, err := f.Walk(names)
+	if err != nil {
+		return nil, nil, p9.AttrMask{}, p9.Attr{}, err
+	}
+	return qs, nf, p9.AttrMaskAll, toP9Attr(nf.(*file).ch.Attr()), nil
 }
 
 // StatFS implements p9.File.StatFS.
@@ -143,11 +154,12 @@ func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 
 // Open implements p9.File.Open. A directory needs read, a file what the
 // mode asks (Chan.Open).
+//
+// The qid comes from the attributes seen at the walk (a node's type does
+// not change): a fresh Stat would cost a remote node a round trip to its
+// server on every open.
 func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
-	a, err := f.ch.Stat(f.c.ctx)
-	if err != nil {
-		return p9.QID{}, 0, errno(err)
-	}
+	a := f.ch.Attr()
 	if f.ch.IsDir() {
 		if mode.Mode() != p9.ReadOnly {
 			return p9.QID{}, 0, linux.EISDIR

@@ -84,14 +84,15 @@ func (r *Remote) do(ctx context.Context, s *session, what string, bounded bool, 
 }
 
 // mapErr turns a p9 client error into a tree error: the server's errnos
-// as syscall.Errno, io.EOF as is, anything else (the connection failed,
+// as syscall.Errno, io.EOF (the end of a file, not of the connection) as is, anything else (the connection failed,
 // or the reply was refused as input: isBadReply) kills s and becomes an
 // EIO *msg.Error reported to Fail (a bad reply on a Remote that cannot
 // dial again fails only its request). A request that fails because s was
 // already closed is not reported again: the failure that closed it was
 // (or the close was on purpose).
 func (r *Remote) mapErr(s *session, what string, err error) error {
-	if err == nil || errors.Is(err, io.EOF) {
+	var ce p9.ConnError // its Is matches the socket's error: io.EOF when the server went away
+	if err == nil || (errors.Is(err, io.EOF) && !errors.As(err, &ce)) {
 		return err
 	}
 	var le linux.Errno
