@@ -1,16 +1,15 @@
 package vmmproc
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"sandfs/ctl/msg"
@@ -21,19 +20,19 @@ import (
 
 // Process is a running `sandfs vmm` process, as the daemon sees it. Its
 // methods may be called from several goroutines; requests are serialised
-// on one control connection.
+// on one 9P session with the process's control tree (session.go).
 type Process struct {
 	cmd *exec.Cmd
 	cfg Config
 	cg  *cgroup.Group // removed after exit; nil: no cgroup
 
-	mu   sync.Mutex // serialises control requests; guards conn, rd
-	conn net.Conn
-	rd   *bufio.Reader
+	mu   sync.Mutex // serialises control requests; guards sess's handles
+	sess *session
 
-	done    chan struct{}  // closed once the process has been reaped
-	reason  vmm.ExitReason // valid after done
-	err     error          // valid after done
+	exited  chan struct{}  // closed once the process has exited (reason and err set)
+	done    chan struct{}  // closed once it has been reaped (after exited, and the clean-up)
+	reason  vmm.ExitReason // valid after exited
+	err     error          // valid after exited
 	stderr  *tailbuf.Buffer
 	logFile *os.File // the VMM's stderr log, closed after the process is reaped
 }
@@ -41,58 +40,43 @@ type Process struct {
 // DefaultStopTimeout bounds Stop when the context has no deadline.
 const DefaultStopTimeout = 5 * time.Second
 
-// setConn sets the control connection (before the process starts).
-func (p *Process) setConn(c net.Conn) { p.conn, p.rd = c, bufio.NewReader(c) }
-
-// closeConn closes the control connection (once the process has ended).
-func (p *Process) closeConn() {
-	if p.conn != nil {
-		p.conn.Close()
+// check refuses control requests once the process has ended.
+func (p *Process) check() error {
+	select {
+	case <-p.exited:
+		return p.ended()
+	default:
+		return nil
 	}
 }
 
-// request sends one control line and returns the reply's text after "ok",
-// or the *msg.Error of an "err <ERRNO> <text>" reply (errors.Is(err,
-// syscall.EBUSY) works on it; its text is the VMM's `verb: reason`).
-func (p *Process) request(ctx context.Context, line string) (string, error) {
+// do runs f on the control session. A failure that is not the VMM's
+// refusal (a *msg.Error other than EIO) is, if the process exits
+// meanwhile, its end (ErrEnded and why).
+func (p *Process) do(f func(*session) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.check(); err != nil {
+		return err
+	}
+	err := f(p.sess)
+	if err == nil || (msg.Errno(err) != syscall.EIO && errors.As(err, new(*msg.Error))) {
+		return err
+	}
 	select {
-	case <-p.done:
-		return "", p.ended()
-	default:
-	}
-	if p.conn == nil {
-		return "", fmt.Errorf("%s: no control connection", line)
-	}
-	dl, ok := ctx.Deadline()
-	if !ok {
-		dl = time.Now().Add(time.Minute)
-	}
-	p.conn.SetDeadline(dl)
-	stop := context.AfterFunc(ctx, func() { p.conn.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := io.WriteString(p.conn, line+"\n"); err != nil {
-		return "", p.connErr(line, err)
-	}
-	r, err := p.rd.ReadString('\n')
-	if err != nil {
-		return "", p.connErr(line, err)
-	}
-	r = strings.TrimSuffix(r, "\n")
-	if rest, ok := strings.CutPrefix(r, "ok"); ok {
-		return strings.TrimSpace(rest), nil
-	}
-	return "", msg.ParseLine(strings.TrimPrefix(r, "err ")) // errno and text
-}
-
-func (p *Process) connErr(line string, err error) error {
-	select {
-	case <-p.done:
+	case <-p.exited:
 		return p.ended()
 	case <-time.After(100 * time.Millisecond):
+		return err
 	}
-	return fmt.Errorf("%s: %w", strings.Fields(line)[0], err)
+}
+
+// request writes one ctl message and returns nil or the VMM's refusal, a
+// *msg.Error with its errno and text (errors.Is(err, syscall.EBUSY)
+// works on it; its text is the VMM's `verb: reason`). A failure of the
+// connection is an EIO *msg.Error saying so (package ninep).
+func (p *Process) request(ctx context.Context, m string) error {
+	return p.do(func(s *session) error { return s.write(ctx, m) })
 }
 
 func (p *Process) ended() error {
@@ -107,14 +91,12 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Pause parks the vCPUs.
 func (p *Process) Pause(ctx context.Context) error {
-	_, err := p.request(ctx, "pause")
-	return err
+	return p.request(ctx, "pause")
 }
 
 // Resume runs the vCPUs again.
 func (p *Process) Resume(ctx context.Context) error {
-	_, err := p.request(ctx, "resume")
-	return err
+	return p.request(ctx, "resume")
 }
 
 // Save writes a paused machine's snapshot into dir. A VMM that drops
@@ -132,18 +114,22 @@ func (p *Process) Save(ctx context.Context, dir string) error {
 			return fmt.Errorf("save: %w", err)
 		}
 	}
-	_, err := p.request(ctx, "save "+msg.Quote(dir))
-	return err
+	return p.request(ctx, "save "+msg.Quote(dir))
 }
 
-// Status returns the status reply, e.g. "running cpus=2 mem=268435456 pid=1".
+// Status reads the status file, e.g. "running cpus=2 mem=268435456 pid=1".
 func (p *Process) Status(ctx context.Context) (string, error) {
-	return p.request(ctx, "status")
+	var st string
+	err := p.do(func(s *session) (err error) {
+		st, err = s.readStatus(ctx)
+		return err
+	})
+	return st, err
 }
 
-// Request sends a raw control line (for tests and tools).
-func (p *Process) Request(ctx context.Context, line string) (string, error) {
-	return p.request(ctx, line)
+// Request writes a raw ctl message (for tests and tools).
+func (p *Process) Request(ctx context.Context, m string) error {
+	return p.request(ctx, m)
 }
 
 // Stop asks the VMM to stop and waits for the process; if it does not end
@@ -160,13 +146,14 @@ func (p *Process) Stop(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, DefaultStopTimeout)
 		defer cancel()
 	}
-	_, err := p.request(ctx, "stop")
-	if err == nil {
-		select {
-		case <-p.done:
-			return nil
-		case <-ctx.Done():
-		}
+	// Whether or not the reply comes back (the VMM may be gone first),
+	// the process ends by itself or at the deadline.
+	p.request(ctx, "stop")
+	p.sess.close() // the VMM, stopped, exits once its clients have hung up
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
 	}
 	p.kill()
 	<-p.done

@@ -1,32 +1,43 @@
 package vmmproc
 
 import (
-	"bufio"
-	"errors"
+	"context"
 	"fmt"
+	iofs "io/fs"
+	"log/slog"
 	"net"
-	"os"
 	"strings"
-	"syscall"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"sandfs/ctl/msg"
+	"sandfs/fs"
+	"sandfs/fs/ninep"
 	"sandfs/vmm"
 )
 
-// controlServer serves the control protocol documented in doc.go on the
-// control socket: one request per line, in package msg's grammar (Text
-// rules, at most msg.Max bytes), one reply line per request:
+// control is the VMM's control, served as a small file tree over 9P
+// (package fs's node model, fs/ninep's server) on the control socket:
 //
-//	ok [text]              the request's reply
-//	err <ERRNO> <text>     msg.Line: the errno's name, then `verb: reason`
+//	/ctl       ctlFile     write: one verb (controlVerbs); read: "<id> <state>"
+//	/status    statusFile  "<state> cpus=<n> mem=<bytes> pid=<pid>"
+//	/err       errFile     the text of the last failed ctl write
 //
-// so the daemon gets errno and text back (Process.request, msg.ParseLine).
-type controlServer struct {
-	m       machine
-	cfg     *Config
-	stopped chan struct{} // closed once a stop request has been answered
+// A failed write returns the verb's errno (9P2000.L Rlerror carries no
+// more) and leaves its text, `verb: reason`, in err, so the client gets
+// both (Process.request).
+type control struct {
+	m   machine
+	cfg *Config
+	log *slog.Logger
+
+	mu      sync.Mutex // protects lastErr
+	lastErr string     // text of the last failed ctl write
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed once a stop request has been applied
 }
 
 // machine is what the control drives: a *vmm.Machine (a fake in tests).
@@ -43,112 +54,165 @@ type machine interface {
 
 var _ machine = (*vmm.Machine)(nil)
 
-// controlVerb is the handler of a control request: it returns the reply's
-// text after "ok"; stop ends the process once the reply is sent.
-type controlVerb func(s *controlServer, a []string) (reply string, stop bool, err error)
+func newControl(m machine, cfg *Config, log *slog.Logger) *control {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &control{m: m, cfg: cfg, log: log, stopped: make(chan struct{})}
+}
 
-// controlVerbs are the control requests, documented in doc.go.
+// controlTable is the control tree's root directory.
+var controlTable = fs.Table[*control]{
+	{Name: "ctl", Mode: 0o600, New: func(c *control, m iofs.FileMode) fs.Node { return &ctlFile{c: c, mode: m} }},
+	{Name: "status", Mode: 0o444, New: func(c *control, m iofs.FileMode) fs.Node { return &statusFile{c: c, mode: m} }},
+	{Name: "err", Mode: 0o444, New: func(c *control, m iofs.FileMode) fs.Node { return &errFile{c: c, mode: m} }},
+}
+
+// root is the control tree. It shows no owner: the 9P server gives it
+// the process's own uid, and the daemon (root) connects.
+func (c *control) root() fs.Dir { return controlTable.Dir(c, 0o555, nil) }
+
+// state is "running", "paused" or "ended:<reason>".
+func (c *control) state() string {
+	if r, _ := c.m.Exit(); r != vmm.ExitRunning {
+		return "ended:" + string(r)
+	}
+	if c.m.Paused() {
+		return "paused"
+	}
+	return "running"
+}
+
+// controlVerb is the handler of a ctl message.
+type controlVerb func(c *control, a []string) error
+
+// controlVerbs are the ctl verbs (docs/vmm.md, "Control").
 var controlVerbs = msg.Table[controlVerb, msg.Stateless]{
-	{Name: "status", Usage: "status", Run: (*controlServer).status,
-		Doc: "reply <state> cpus=<n> mem=<bytes> pid=<pid>; state: running, paused or ended:<reason>."},
-	{Name: "pause", Usage: "pause", Run: (*controlServer).pause,
-		Doc: "park the vCPUs outside KVM_RUN and quiesce the devices."},
-	{Name: "resume", Usage: "resume", Run: (*controlServer).resume,
+	{Name: "pause", Usage: "pause", Run: (*control).pause,
+		Doc: "park the vCPUs outside KVM_RUN and quiesce the devices; EBUSY if not started."},
+	{Name: "resume", Usage: "resume", Run: (*control).resume,
 		Doc: "run the vCPUs again (nothing if not paused)."},
-	{Name: "save", Usage: "save <dir>", Min: 1, Max: 1, Run: (*controlServer).save,
-		Doc: "paused only: write <dir>/state.json and <dir>/mem; reply <dir>."},
-	{Name: "stop", Usage: "stop", Run: (*controlServer).stop,
+	{Name: "save", Usage: "save <dir>", Min: 1, Max: 1, Run: (*control).save,
+		Doc: "paused only (EBUSY otherwise): write <dir>/state.json and <dir>/mem."},
+	{Name: "stop", Usage: "stop", Run: (*control).stop,
 		Doc: "stop the machine; the process then exits with status 0."},
 }
 
-// testVerbs are controlVerbs and, with Config.TestHooks, the x- requests
+// testVerbs are controlVerbs and, with Config.TestHooks, the x- verbs
 // tests use.
 var testVerbs = append(controlVerbs[:len(controlVerbs):len(controlVerbs)],
-	msg.Verb[controlVerb, msg.Stateless]{Name: "x-syscall", Usage: "x-syscall <nr>", Min: 1, Max: 1, Run: (*controlServer).xSyscall,
-		Doc: "make syscall nr with zero arguments (to test the seccomp filter); reply errno=<n>."},
+	msg.Verb[controlVerb, msg.Stateless]{Name: "x-syscall", Usage: "x-syscall <nr>", Min: 1, Max: 1, Run: (*control).xSyscall,
+		Doc: "make syscall nr with zero arguments (to test the seccomp filter); fails with its errno, if any."},
 )
 
-func (s *controlServer) serve(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go s.conn(c)
-	}
-}
-
-func (s *controlServer) conn(c net.Conn) {
-	defer c.Close()
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 0, 512), msg.Max)
-	for sc.Scan() {
-		reply, stop := s.handle(sc.Text())
-		c.Write([]byte(reply + "\n"))
-		if stop {
-			close(s.stopped)
-			return
-		}
-	}
-	if errors.Is(sc.Err(), bufio.ErrTooLong) {
-		c.Write([]byte("err " + msg.Line(msg.Errorf(syscall.E2BIG, "ctl: message too long (max %d)", msg.Max)) + "\n"))
-	}
-}
-
-// handle runs one request line and returns the reply line.
-func (s *controlServer) handle(line string) (reply string, stop bool) {
+// message parses and applies one ctl message. A failure is a *msg.Error
+// whose text starts with the verb; it is also kept for err.
+func (c *control) message(m []byte) error {
 	verbs := controlVerbs
-	if s.cfg.TestHooks {
+	if c.cfg.TestHooks {
 		verbs = testVerbs
 	}
-	c, err := verbs.Parse(msg.Rules{}, []byte(line))
-	if err != nil {
-		return "err " + msg.Line(err), false
-	}
-	text, stop, err := c.Verb.Run(s, c.Args)
-	if err != nil {
-		e := &msg.Error{Errno: msg.Errno(err), Text: err.Error()}
-		if !strings.HasPrefix(e.Text, c.Verb.Name+":") {
-			e.Text = c.Verb.Name + ": " + e.Text
+	call, err := verbs.Parse(msg.Rules{}, m)
+	if err == nil {
+		if err = call.Verb.Run(c, call.Args); err != nil {
+			e := &msg.Error{Errno: msg.Errno(err), Text: err.Error()}
+			if !strings.HasPrefix(e.Text, call.Verb.Name+":") {
+				e.Text = call.Verb.Name + ": " + e.Text
+			}
+			err = e
 		}
-		return "err " + msg.Line(e), false
 	}
-	if text != "" {
-		return "ok " + text, stop
+	if err != nil {
+		c.mu.Lock()
+		c.lastErr = err.Error()
+		c.mu.Unlock()
+		c.log.Info("vmm: control", "err", err.Error())
 	}
-	return "ok", stop
+	return err
 }
 
-func (s *controlServer) status(a []string) (string, bool, error) {
-	m := s.m
-	state := "running"
-	if r, _ := m.Exit(); r != vmm.ExitRunning {
-		state = "ended:" + string(r)
-	} else if m.Paused() {
-		state = "paused"
-	}
-	return fmt.Sprintf("%s cpus=%d mem=%d pid=%d", state, m.CPUs(), m.MemBytes(), os.Getpid()), false, nil
+func (c *control) pause([]string) error  { return c.m.Pause() }
+func (c *control) resume([]string) error { return c.m.Resume() }
+func (c *control) save(a []string) error { return c.m.SaveDir(a[0]) }
+
+// stop marks the control stopped before it stops the machine: the
+// process, seeing the machine end, then waits for this write's reply.
+func (c *control) stop([]string) error {
+	c.stopOnce.Do(func() { close(c.stopped) })
+	c.m.Stop()
+	return nil
 }
 
-func (s *controlServer) pause(a []string) (string, bool, error) { return "", false, s.m.Pause() }
-
-func (s *controlServer) resume(a []string) (string, bool, error) { return "", false, s.m.Resume() }
-
-func (s *controlServer) save(a []string) (string, bool, error) {
-	if err := s.m.SaveDir(a[0]); err != nil {
-		return "", false, err
-	}
-	return a[0], false, nil
-}
-
-func (s *controlServer) stop(a []string) (string, bool, error) {
-	s.m.Stop()
-	return "", true, nil
-}
-
-func (s *controlServer) xSyscall(a []string) (string, bool, error) {
+func (c *control) xSyscall(a []string) error {
 	var nr uintptr
-	fmt.Sscan(a[0], &nr)
-	_, _, e := unix.Syscall(nr, 0, 0, 0)
-	return fmt.Sprintf("errno=%d", e), false, nil
+	if _, err := fmt.Sscan(a[0], &nr); err != nil {
+		return msg.Errorf(unix.EINVAL, "x-syscall: bad number %s", msg.Cite(a[0]))
+	}
+	if _, _, e := unix.Syscall(nr, 0, 0, 0); e != 0 {
+		return msg.Errorf(e, "x-syscall: %d: %v", nr, e)
+	}
+	return nil
+}
+
+// serve serves the control tree on ln until ctx is done, one 9P session
+// per connection (ServeConn: every request is checked as the peer's
+// SO_PEERCRED; the socket lies in root's 0700 run directory, so the
+// daemon is the only peer). The wait it returns is for the end of a
+// stopped machine: it returns once every client has hung up (the daemon
+// does once its stop write is answered), or after a second.
+func (c *control) serve(ctx context.Context, ln net.Listener) (wait func()) {
+	srv := ninep.NewServer(c.root(), c.log)
+	var conns connSet
+	context.AfterFunc(ctx, func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.add(1)
+			go func() {
+				defer conns.add(-1)
+				srv.ServeConn(ctx, nc, "")
+			}()
+		}
+	}()
+	return func() {
+		select {
+		case <-conns.none():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// connSet counts the open control connections.
+type connSet struct {
+	mu   sync.Mutex    // protects the fields below
+	n    int           // open connections
+	zero chan struct{} // closed when n drops to 0; nil: nobody waits
+}
+
+func (s *connSet) add(d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n += d
+	if s.n == 0 && s.zero != nil {
+		close(s.zero)
+		s.zero = nil
+	}
+}
+
+// none returns a channel closed once no connection is open.
+func (s *connSet) none() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if s.zero == nil {
+		s.zero = make(chan struct{})
+	}
+	return s.zero
 }

@@ -7,35 +7,32 @@
 //	main.go        Main and run: build, confine, start, serve (the process)
 //	config.go      Config, the JSON the daemon hands the process
 //	devices.go     the virtio devices of a Config, added to the machine
-//	control.go     the control server
+//	control.go     the control tree and its server; ctlfile.go, statusfile.go, errfile.go its files
 //	launch.go      Launch and reap (the daemon's side)
 //	client.go      Process: the control requests, Stop, Wait
+//	session.go     the client's 9P session with the control tree (fs/ninep's Remote)
 //	jail.go        the process's root (bind mounts, pivot_root)
 //	confine.go     cgroup, start gate, uid drop, then seccomp
 //	seccomp.go     the syscall allowlist, compiled to classic BPF
 //	logging.go     capped logs, the rate-limited log handler
 //
-// # Process model and control protocol
+// # Process model and control tree
 //
 // The daemon runs one `sandfs vmm -config FILE` process per sandbox
 // (vmmproc.Launch starts it and returns a *Process). The process reads its
-// Config (JSON), builds the machine, and serves a line protocol on the
-// control socket it inherits as fd 3 (a listening unix socket). One request
-// per line, in the ctl message grammar (package msg: blanks between words,
-// single quotes, at most 4 KiB; verbs in controlVerbs, control.go), one
-// reply line per request:
+// Config (JSON), builds the machine, and serves its control as a small
+// file tree (control.go: package fs's node model) over 9P2000.L (fs/ninep's
+// server) on the control socket it inherits as fd 3 (a listening unix
+// socket):
 //
-//	request          reply
-//	status           ok <state> cpus=<n> mem=<bytes> pid=<pid>   state: running|paused|ended:<reason>
-//	pause            ok                 vCPUs parked, devices quiesced
-//	resume           ok
-//	save <dir>       ok <dir>           paused only: <dir>/state.json + <dir>/mem
-//	stop             ok                 the process then exits
-//	(any failure)    err <ERRNO> <verb>: <reason>    e.g. err EINVAL ctl: unknown verb "bogus"
+//	/ctl      write: pause | resume | save <dir> | stop (controlVerbs, package msg's grammar)
+//	          read:  <id> <state>
+//	/status   <state> cpus=<n> mem=<bytes> pid=<pid>   state: running|paused|ended:<reason>
+//	/err      the text of the last failed ctl write, e.g. save: machine is not paused
 //
-// The errno travels as its name (msg.Line); the client returns a
-// *msg.Error with errno and text (msg.ParseLine), so the daemon maps it
-// like any other error.
+// A refused write fails with its errno (Rlerror) and leaves its text in
+// err; the client (session.go) reads it back and returns a *msg.Error
+// with both, so the daemon maps it like any other error.
 //
 // The process's exit status says why it ended: 0 stop, 10 guest reset
 // (reboot, panic with panic=-1, triple fault), 11 poweroff, 12 crash,
@@ -51,7 +48,7 @@
 //		Jail: vmmproc.JailConfig{Namespaces: true, Seccomp: true, Cgroup: "sandfs/" + id,
 //			Root: dir + "/root", Work: dir + "/work", UID: uid, GID: uid}})
 //	p.Pause(ctx); p.Save(ctx, dir+"/work/snap"); p.Resume(ctx); st, _ := p.Status(ctx)
-//	p.Stop(ctx)                 // "stop", then SIGKILL to the group after the deadline (5 s default)
+//	p.Stop(ctx)                 // write stop, hang up, then SIGKILL to the group after the deadline (5 s default)
 //	<-p.Done(); reason, err := p.Wait(); p.Err(); p.Pid(); p.Kill()
 //
 // A restore is Launch with Config.Restore = snapDir (and StartPaused to
@@ -65,4 +62,9 @@
 // then, once the machine exists, the uid drop and the seccomp filter
 // (confine.go, seccomp.go). docs/vmm.md, "The jail", lists what a
 // compromised VMM can still reach.
+//
+// Lock order: Process.mu (one control request at a time, and the
+// session's open files) → the locks of fs/ninep's Remote (leaves). In the
+// process, control.mu and connSet.mu are leaves; the machine's own locks
+// are taken only by calling it (vmm's lock order).
 package vmmproc

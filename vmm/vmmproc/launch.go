@@ -30,12 +30,18 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	sp := &spawn{}
 	defer sp.close()
 	p, err = prepare(&cfg, bin, sp)
+	if sp.gate != nil {
+		defer sp.gate.Close()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
 	if err := p.start(sp); err != nil {
 		return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
 	}
+	// The child has its files: without our copy of the listener, a
+	// connection waiting in its backlog fails as soon as the child dies.
+	sp.close()
 	started := p // the error returns below set the result p to nil
 	defer func() {
 		if err != nil {
@@ -52,7 +58,7 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		}
 	}
 	// Wait until the process serves its control socket (after boot starts).
-	if _, err := p.request(ctx, "status"); err != nil {
+	if _, err := p.Status(ctx); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
 	return p, nil
@@ -95,10 +101,13 @@ func (s *spawn) inherit(fd int, f *os.File) {
 	s.extra[fd-3] = f
 }
 
+// close closes the parent's copies (a second time is a no-op), the
+// start gate's write end excepted (Launch closes it once written).
 func (s *spawn) close() {
 	for _, c := range s.closers {
 		c.Close()
 	}
+	s.closers = nil
 }
 
 // prepare makes the process's files (control socket, console, config,
@@ -134,7 +143,7 @@ func prepare(cfg *Config, bin string, sp *spawn) (*Process, error) {
 	if err := writeConfig(cfg.Socket+".json", b); err != nil {
 		return nil, err
 	}
-	p := &Process{cmd: command(cfg, bin, args), cfg: *cfg, done: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}}
+	p := &Process{cmd: command(cfg, bin, args), cfg: *cfg, done: make(chan struct{}), exited: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}}
 	if err := p.logTo(cfg.LogFile); err != nil {
 		return nil, err
 	}
@@ -226,25 +235,21 @@ func (p *Process) joinCgroup(sp *spawn) error {
 	if err != nil {
 		return errors.Join(err, p.removeCgroup())
 	}
-	sp.closers = append(sp.closers, r, w)
+	sp.closers = append(sp.closers, r)
 	sp.inherit(fdGate, r)
-	sp.gate = w
+	sp.gate = w // closed by Launch once written (or on failure)
 	p.cmd.Args = append(p.cmd.Args, "-gate")
 	return nil
 }
 
-// start connects to the control socket and starts the process. The
-// socket listens already (the backlog holds the connection until the
-// process accepts), and p.conn is set before reap can look at it.
+// start starts the process; its control session dials the socket (which
+// listens already: the backlog holds a connection until the process
+// accepts) at the first request.
 func (p *Process) start(sp *spawn) error {
 	p.cmd.ExtraFiles = sp.extra
-	conn, err := net.Dial("unix", p.cfg.Socket)
-	if err != nil {
-		return err
-	}
-	p.setConn(conn)
+	p.sess = newSession(p.cfg.Socket, p.check)
 	if err := startOnSpawner(p.cmd); err != nil {
-		conn.Close()
+		p.sess.close()
 		if p.logFile != nil {
 			p.logFile.Close()
 		}
@@ -257,7 +262,8 @@ func (p *Process) start(sp *spawn) error {
 // reap waits for the process and records why it ended.
 func (p *Process) reap() {
 	p.reason, p.err = exitStatus(p.cmd.Wait(), p.cmd.ProcessState, p.stderr.String())
-	p.closeConn()
+	close(p.exited)
+	p.sess.close() // requests in flight fail, and check says why
 	if err := p.removeCgroup(); err != nil {
 		fmt.Fprintf(p.cmd.Stderr, "vmm client: %v\n", err) // the copy from the process has ended
 	}

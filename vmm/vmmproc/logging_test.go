@@ -1,7 +1,6 @@
 package vmmproc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -107,8 +106,8 @@ func TestLimiterPerMessage(t *testing.T) {
 const logFloodEnv = "SANDFS_TEST_LOGFLOOD"
 
 // logFloodVMM is a VMM gone wrong, or taken over by its guest: it writes
-// 2×LogMax bytes to its stderr, then serves status and stop on the
-// control socket.
+// 2×LogMax bytes to its stderr, then serves the control tree (a fake
+// machine) until stop.
 func logFloodVMM() {
 	chunk := bytes.Repeat([]byte(strings.Repeat("x", 63)+"\n"), 1024)
 	for n := 0; n < 2*LogMax; n += len(chunk) {
@@ -118,23 +117,11 @@ func logFloodVMM() {
 	if err != nil {
 		os.Exit(codeError)
 	}
-	c, err := ln.Accept()
-	if err != nil {
-		os.Exit(codeError)
-	}
-	sc := bufio.NewScanner(c)
-	for sc.Scan() {
-		switch sc.Text() {
-		case "status":
-			c.Write([]byte("ok running cpus=1\n"))
-		case "stop":
-			c.Write([]byte("ok\n"))
-			os.Exit(codeStopped)
-		default:
-			c.Write([]byte("err no\n"))
-		}
-	}
-	os.Exit(codeError)
+	c := newControl(&fakeMachine{mem: 2 << 20}, &Config{}, nil)
+	hungUp := c.serve(context.Background(), ln)
+	<-c.stopped
+	hungUp()
+	os.Exit(codeStopped)
 }
 
 // TestVMMLogCapped: the daemon caps vmm.log at LogMax however much the VMM

@@ -1,6 +1,7 @@
 package vmmproc
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -110,7 +111,7 @@ func run(cfg *Config, log *slog.Logger, console, gate bool) (vmm.ExitReason, err
 	if err := start(m, cfg, img, st); err != nil {
 		return vmm.ExitError, err
 	}
-	return serve(m, cfg, ln)
+	return serve(m, cfg, log, ln)
 }
 
 // images are the kernel and initrd, mapped (not read: the VMM's heap
@@ -204,16 +205,17 @@ func start(m *vmm.Machine, cfg *Config, img images, st *vmm.State) error {
 	return m.Resume()
 }
 
-// serve serves the control socket until the machine ends.
-func serve(m *vmm.Machine, cfg *Config, ln net.Listener) (vmm.ExitReason, error) {
-	srv := &controlServer{m: m, cfg: cfg, stopped: make(chan struct{})}
-	go srv.serve(ln)
+// serve serves the control tree until the machine ends.
+func serve(m *vmm.Machine, cfg *Config, log *slog.Logger, ln net.Listener) (vmm.ExitReason, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newControl(m, cfg, log)
+	hungUp := c.serve(ctx, ln)
 	reason, err := m.Wait()
-	if reason == vmm.ExitStopped {
-		select { // let the stop request's reply go out
-		case <-srv.stopped:
-		case <-time.After(time.Second):
-		}
+	select {
+	case <-c.stopped:
+		hungUp() // let the stop write's reply go out
+	default:
 	}
 	return reason, err
 }

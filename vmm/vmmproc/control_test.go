@@ -1,0 +1,166 @@
+package vmmproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"sandfs/ctl/msg"
+	"sandfs/fs"
+	"sandfs/vmm"
+)
+
+// TestControlMessages checks the ctl grammar and the err file without a
+// running VM.
+func TestControlMessages(t *testing.T) {
+	c := newControl(&fakeMachine{mem: 128 << 20}, &Config{ID: "t1"}, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		in    string
+		errno syscall.Errno // 0: accepted
+		text  string
+	}{
+		{"", syscall.EINVAL, "ctl: empty message"},
+		{"bogus", syscall.EINVAL, `ctl: unknown verb "bogus"`},
+		{"paus", syscall.EINVAL, `ctl: unknown verb "paus"`}, // whole words only
+		{"status", syscall.EINVAL, `ctl: unknown verb "status"`},
+		{"pause now", syscall.EINVAL, `pause: too many arguments "pause now" (usage: pause)`},
+		{"save", syscall.EINVAL, `save: missing argument "save" (usage: save <dir>)`},
+		{"save '/tmp/a b' x", syscall.EINVAL, `save: too many arguments "save '/tmp/a b' x" (usage: save <dir>)`},
+		{"save 'x", syscall.EINVAL, `ctl: unterminated quote "save 'x"`},
+		{"pause\nresume", syscall.EINVAL, `ctl: more than one line "pause\nresume"`},
+		{"pause", syscall.EBUSY, "pause: not started"},
+		{"resume\n", 0, ""}, // not paused: no-op
+		{"save /tmp/x", syscall.EBUSY, "save: machine is not paused"},
+		{"x-syscall 39", syscall.EINVAL, `ctl: unknown verb "x-syscall"`}, // test hooks off
+	} {
+		c.lastErr = "(before)"
+		err := (&ctlFile{c: c}).Message(ctx, []byte(tc.in))
+		if tc.errno == 0 {
+			if err != nil || c.lastErr != "(before)" {
+				t.Errorf("Message(%q) = %v, err file %q; want nil, unchanged", tc.in, err, c.lastErr)
+			}
+			continue
+		}
+		var e *msg.Error
+		if !errors.As(err, &e) || e.Errno != tc.errno || e.Text != tc.text {
+			t.Errorf("Message(%q) = %v (%v); want %v %q", tc.in, err, msg.Errno(err), tc.errno, tc.text)
+		}
+		if got := text(t, &errFile{c: c}); got != tc.text+"\n" {
+			t.Errorf("after Message(%q): err = %q; want %q", tc.in, got, tc.text+"\n")
+		}
+	}
+	if got := text(t, &ctlFile{c: c}); got != "t1 running\n" {
+		t.Errorf("ctl = %q; want %q", got, "t1 running\n")
+	}
+	if got, want := text(t, &statusFile{c: c}), fmt.Sprintf("running cpus=0 mem=134217728 pid=%d\n", os.Getpid()); got != want {
+		t.Errorf("status = %q; want %q", got, want)
+	}
+	c.cfg.TestHooks = true
+	if err := c.message([]byte("x-syscall 39")); err != nil { // getpid
+		t.Errorf("x-syscall 39 with test hooks = %v; want nil", err)
+	}
+	if err := c.message([]byte("x-syscall 1000000")); msg.Errno(err) != syscall.ENOSYS {
+		t.Errorf("x-syscall 1000000 with test hooks = %v; want ENOSYS", err)
+	}
+}
+
+// text is the whole text of source s.
+func text(t *testing.T, s fs.Source) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := s.Text(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestControlOver9P drives a control tree served on a unix socket (as the
+// VMM does) with the daemon's client: the VMM's errno and text come back
+// as a *msg.Error, a session cut off by its context is replaced, and stop
+// reaches the machine.
+func TestControlOver9P(t *testing.T) {
+	dir, err := os.MkdirTemp("", "vmmctl") // a short path: sun_path holds 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "vmm.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeMachine{mem: 128 << 20}
+	c := newControl(m, &Config{ID: "t1"}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.serve(ctx, ln)
+	p := &Process{cfg: Config{Socket: sock}, done: make(chan struct{}), exited: make(chan struct{})}
+	p.sess = newSession(sock, p.check)
+	defer p.sess.close()
+
+	if st, err := p.Status(ctx); err != nil || !strings.HasPrefix(st, "running cpus=0 mem=134217728 pid=") {
+		t.Errorf("Status() = %q, %v", st, err)
+	}
+	for _, tc := range []struct {
+		m     string
+		errno syscall.Errno
+		text  string
+	}{
+		{"bogus", syscall.EINVAL, `ctl: unknown verb "bogus"`},
+		{"pause now", syscall.EINVAL, `pause: too many arguments "pause now" (usage: pause)`},
+		{"pause", syscall.EBUSY, "pause: not started"},
+		{"save /nonexistent/x", syscall.EBUSY, "save: machine is not paused"},
+	} {
+		err := p.Request(ctx, tc.m)
+		var e *msg.Error
+		if !errors.As(err, &e) || e.Errno != tc.errno || e.Text != tc.text || !errors.Is(err, tc.errno) {
+			t.Errorf("Request(%q) = %v (%v); want %v %q", tc.m, err, msg.Errno(err), tc.errno, tc.text)
+		}
+	}
+	if err := p.Resume(ctx); err != nil {
+		t.Errorf("Resume() = %v", err)
+	}
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if err := p.Resume(done); err == nil {
+		t.Errorf("Resume(cancelled context) = nil; want an error")
+	}
+	if err := p.Resume(ctx); err != nil {
+		t.Errorf("Resume() after a cancelled request = %v; want nil (a new session)", err)
+	}
+	if err := p.request(ctx, "stop"); err != nil || !m.stopped.Load() {
+		t.Errorf("stop = %v, machine stopped %v; want nil, true", err, m.stopped.Load())
+	}
+	select {
+	case <-c.stopped:
+	default:
+		t.Errorf("stop did not mark the control stopped")
+	}
+}
+
+// fakeMachine is a machine that was never started, as *vmm.Machine
+// answers then.
+type fakeMachine struct {
+	mem     uint64
+	stopped atomic.Bool
+}
+
+func (f *fakeMachine) Pause() error  { return msg.Errorf(syscall.EBUSY, "pause: not started") }
+func (f *fakeMachine) Resume() error { return nil }
+func (f *fakeMachine) Paused() bool  { return false }
+func (f *fakeMachine) SaveDir(string) error {
+	return fmt.Errorf("save: %w", vmm.ErrNotPaused)
+}
+func (f *fakeMachine) Stop()                         { f.stopped.Store(true) }
+func (f *fakeMachine) Exit() (vmm.ExitReason, error) { return vmm.ExitRunning, nil }
+func (f *fakeMachine) CPUs() int                     { return 0 }
+func (f *fakeMachine) MemBytes() uint64              { return f.mem }

@@ -1,0 +1,34 @@
+package vmmproc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	iofs "io/fs"
+	"os"
+
+	"sandfs/fs"
+)
+
+// statusFile serves /status, one line in fixed field order (new fields
+// go at the end), e.g.
+//
+//	running cpus=2 mem=268435456 pid=1
+//
+// state: running, paused or ended:<reason>; pid in the process's own PID
+// namespace (1 when jailed).
+type statusFile struct {
+	c    *control
+	mode iofs.FileMode
+}
+
+var _ fs.Source = (*statusFile)(nil)
+
+// Stat implements fs.Node.Stat.
+func (f *statusFile) Stat(context.Context) (fs.Attr, error) { return fs.FileAttr(f.mode), nil }
+
+// Text implements fs.Source.
+func (f *statusFile) Text(ctx context.Context, b *bytes.Buffer) error {
+	fmt.Fprintf(b, "%s cpus=%d mem=%d pid=%d\n", f.c.state(), f.c.m.CPUs(), f.c.m.MemBytes(), os.Getpid())
+	return nil
+}
