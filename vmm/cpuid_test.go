@@ -61,7 +61,7 @@ func TestNormalizeCPUID(t *testing.T) {
 }
 
 func TestGuestRAM(t *testing.T) {
-	r, err := mapRAM(64<<20, "", nil, "")
+	r, err := mapRAM(64<<20, "", procFiles{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestGuestRAM(t *testing.T) {
 			t.Errorf("Slice(%#x, %d) = nil error", c.gpa, c.n)
 		}
 	}
-	if _, err := mapRAM(3<<20, "", nil, ""); err == nil {
+	if _, err := mapRAM(3<<20, "", procFiles{}, ""); err == nil {
 		t.Errorf("mapRAM(3 MiB) = nil error")
 	}
 }

@@ -25,8 +25,8 @@ import (
 //     is process-wide and makes the guest re-fault its working set.
 //   - dirty-log: KVM_MEM_LOG_DIRTY_PAGES on every slot and
 //     KVM_GET_DIRTY_LOG (fetch and re-arm in one call). Sees only guest
-//     writes, so every page a device touches through bus.Memory.Slice is
-//     logged as well (vmmLog). Used where CONFIG_MEM_SOFT_DIRTY is off or
+//     writes, so the devices' own writes, which virtio reports through
+//     virtio.DirtyLogger (MarkDirty), are logged as well (vmmLog). Used where CONFIG_MEM_SOFT_DIRTY is off or
 //     /proc is out of reach (a jailed VMM restored from a snapshot).
 //
 // clear_refs is process-wide: one machine's re-arm would wipe another's
@@ -138,14 +138,22 @@ func (r *guestRAM) slotFlags() uint32 {
 	return 0
 }
 
-// logVMM records that the VMM may write pages [off, off+n) of RAM
-// (dirty-log only; soft-dirty sees those writes itself).
-func (r *guestRAM) logVMM(off, n uint64) {
-	if r.tracking != TrackDirtyLog || n == 0 {
+// MarkDirty implements virtio.DirtyLogger: a device wrote [gpa, gpa+n)
+// of guest RAM. Logged for dirty-log tracking only (soft-dirty sees
+// those writes itself); a range outside RAM is ignored (Slice refused it).
+func (r *guestRAM) MarkDirty(gpa uint64, n int) {
+	if r.tracking != TrackDirtyLog || n <= 0 {
 		return
 	}
-	for p := off / pageSize; p <= (off+n-1)/pageSize; p++ {
-		atomic.OrUint64(&r.vmmLog[p/64], 1<<(p%64))
+	for _, reg := range r.regions {
+		if gpa >= reg.GPA && gpa-reg.GPA < reg.Size {
+			off := reg.Offset + gpa - reg.GPA
+			last := min(off+uint64(n), reg.Offset+reg.Size) - 1
+			for p := off / pageSize; p <= last/pageSize; p++ {
+				atomic.OrUint64(&r.vmmLog[p/64], 1<<(p%64))
+			}
+			return
+		}
 	}
 }
 

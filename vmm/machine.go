@@ -40,9 +40,13 @@ type MachineConfig struct {
 	KVMPath string
 	// Pagemap, if set, is /proc/self/pagemap opened beforehand, for a
 	// process whose root has no /proc (the jail); taken over by the
-	// machine. Otherwise NewMachine opens it for fresh anonymous RAM.
+	// machine. Otherwise NewMachine opens it if /proc is there.
 	Pagemap *os.File
-	Log     *slog.Logger
+	// ClearRefs, likewise, is /proc/self/clear_refs opened for writing
+	// beforehand: with Pagemap it lets a jailed VMM track dirty pages
+	// with soft-dirty (dirty.go); without, it uses KVM's dirty log.
+	ClearRefs *os.File
+	Log       *slog.Logger
 }
 
 // ExitReason says why a machine ended.
@@ -178,7 +182,7 @@ func NewMachine(cfg MachineConfig) (m *Machine, err error) {
 	if err = m.vm.CreatePIT2(kvm.PITSpeakerDummy); err != nil {
 		return nil, err
 	}
-	if m.ram, err = mapRAM(cfg.MemBytes, cfg.MemFile, cfg.Pagemap, cfg.Tracking); err != nil {
+	if m.ram, err = mapRAM(cfg.MemBytes, cfg.MemFile, procFiles{cfg.Pagemap, cfg.ClearRefs}, cfg.Tracking); err != nil {
 		return nil, err
 	}
 	for i, r := range m.ram.regions {

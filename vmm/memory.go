@@ -13,6 +13,7 @@ import (
 	"sandfs/snapshot"
 	"sandfs/vmm/boot"
 	"sandfs/vmm/bus"
+	"sandfs/vmm/virtio"
 )
 
 // guestRAM is the guest's RAM: one host mapping that the VMM owns, split into
@@ -33,8 +34,8 @@ type guestRAM struct {
 	// clearRefs is /proc/self/clear_refs, open for soft-dirty tracking.
 	clearRefs *os.File
 	tracking  string // TrackSoftDirty or TrackDirtyLog, fixed at mapRAM
-	// vmmLog is the pages devices may have written (dirty-log tracking),
-	// set atomically by Slice from any goroutine.
+	// vmmLog is the pages devices wrote (dirty-log tracking), set
+	// atomically by MarkDirty from any goroutine.
 	vmmLog snapshot.Pages
 
 	// Guarded by Machine.ctl (and only touched with the machine paused):
@@ -44,14 +45,22 @@ type guestRAM struct {
 	base     *snapshot.Snapshot // the snapshot dirty is relative to; nil before the first
 }
 
-var _ bus.Memory = (*guestRAM)(nil)
+// procFiles are the process's own /proc files guest RAM uses, opened
+// before a jail hides /proc (MachineConfig.Pagemap, ClearRefs).
+type procFiles struct{ pagemap, clearRefs *os.File }
+
+var (
+	_ bus.Memory         = (*guestRAM)(nil)
+	_ virtio.DirtyLogger = (*guestRAM)(nil)
+)
 
 // mapRAM maps size bytes of guest RAM: fresh, or, if file is set, the
 // snapshot chain ending at the snapshot directory that holds file (its
-// MemFile). pagemap (nil: opened here if /proc is there) is taken over. It
-// picks the dirty-page tracking: tracking if set, else by probeSoftDirty.
-func mapRAM(size uint64, file string, pagemap *os.File, tracking string) (r *guestRAM, err error) {
-	r = &guestRAM{size: size, regions: boot.RAMLayout(size), pagemap: pagemap}
+// MemFile). The files in pf (nil: opened here if /proc is there) are taken
+// over. It picks the dirty-page tracking: tracking if set, else by
+// claimSoftDirty.
+func mapRAM(size uint64, file string, pf procFiles, tracking string) (r *guestRAM, err error) {
+	r = &guestRAM{size: size, regions: boot.RAMLayout(size), pagemap: pf.pagemap, clearRefs: pf.clearRefs}
 	defer func(ram *guestRAM) {
 		if err != nil {
 			ram.close()
@@ -63,8 +72,8 @@ func mapRAM(size uint64, file string, pagemap *os.File, tracking string) (r *gue
 	if r.pagemap == nil {
 		r.pagemap, _ = os.Open("/proc/self/pagemap") // nil in a jail: see tracking
 	}
-	if f, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0); err == nil {
-		r.clearRefs = f
+	if r.clearRefs == nil {
+		r.clearRefs, _ = os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
 	}
 	pages := size / pageSize
 	r.dirty, r.known = snapshot.NewPages(pages), snapshot.NewPages(pages)
@@ -142,8 +151,7 @@ func (r *guestRAM) close() error {
 // low is RAM from guest-physical 0 up to the MMIO hole.
 func (r *guestRAM) low() []byte { return r.mem[:r.regions[0].Size] }
 
-// Slice implements bus.Memory.Slice. With dirty-log tracking the pages
-// returned count as written: a device may write through the slice.
+// Slice implements bus.Memory.Slice.
 func (r *guestRAM) Slice(gpa uint64, n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("guest memory: negative length %d", n)
@@ -151,7 +159,6 @@ func (r *guestRAM) Slice(gpa uint64, n int) ([]byte, error) {
 	for _, reg := range r.regions {
 		if gpa >= reg.GPA && gpa-reg.GPA <= reg.Size && uint64(n) <= reg.Size-(gpa-reg.GPA) {
 			off := reg.Offset + gpa - reg.GPA
-			r.logVMM(off, uint64(n))
 			return r.mem[off : off+uint64(n) : off+uint64(n)], nil
 		}
 	}

@@ -33,7 +33,7 @@ func TestRAMFromChain(t *testing.T) {
 	if _, err := snapshot.Write(filepath.Join(store, "b"), src, d, base, []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := mapRAM(size, filepath.Join(store, "b", MemoryFile), nil, "")
+	r, err := mapRAM(size, filepath.Join(store, "b", MemoryFile), procFiles{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,23 +69,24 @@ func TestRAMFromChain(t *testing.T) {
 }
 
 // TestVMMWritesLogged: with the dirty log (which sees only the guest's
-// writes), every page a device reaches through Slice counts as dirty.
+// writes), every page a device reports written (MarkDirty) counts as
+// dirty, and a Slice alone (a read) does not.
 func TestVMMWritesLogged(t *testing.T) {
-	r, err := mapRAM(4<<20, "", nil, TrackDirtyLog)
+	r, err := mapRAM(4<<20, "", procFiles{}, TrackDirtyLog)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.close()
-	if _, err := r.Slice(3*pageSize+4000, 200); err != nil { // pages 3 and 4
+	if _, err := r.Slice(50*pageSize, 3*pageSize); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Slice(100*pageSize, 1); err != nil {
-		t.Fatal(err)
-	}
+	r.MarkDirty(3*pageSize+4000, 200) // pages 3 and 4
+	r.MarkDirty(100*pageSize, 1)
+	r.MarkDirty(1<<40, 4096) // not RAM: ignored
 	got := r.vmmLog.Runs(0)
 	want := []snapshot.Run{{Page: 3, Count: 2}, {Page: 100, Count: 1}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("VMM log after Slice = %v; want %v", got, want)
+		t.Errorf("VMM log after MarkDirty = %v; want %v", got, want)
 	}
 	if r.slotFlags() == 0 {
 		t.Errorf("dirty-log RAM registers its slots without KVM_MEM_LOG_DIRTY_PAGES")
@@ -95,13 +96,13 @@ func TestVMMWritesLogged(t *testing.T) {
 // TestOneSoftDirtyMachine: clear_refs is process-wide, so a second
 // machine in the process does not get soft-dirty tracking.
 func TestOneSoftDirtyMachine(t *testing.T) {
-	a, err := mapRAM(2<<20, "", nil, "")
+	a, err := mapRAM(2<<20, "", procFiles{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.close()
 	testenv.HandOff(t, a.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
-	b, err := mapRAM(2<<20, "", nil, "")
+	b, err := mapRAM(2<<20, "", procFiles{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +110,11 @@ func TestOneSoftDirtyMachine(t *testing.T) {
 		t.Errorf("second machine tracks with %s; want %s", b.tracking, TrackDirtyLog)
 	}
 	b.close()
-	if _, err := mapRAM(2<<20, "", nil, TrackSoftDirty); err == nil {
+	if _, err := mapRAM(2<<20, "", procFiles{}, TrackSoftDirty); err == nil {
 		t.Errorf("soft-dirty forced on a second machine was accepted")
 	}
 	a.close()
-	c, err := mapRAM(2<<20, "", nil, "")
+	c, err := mapRAM(2<<20, "", procFiles{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
