@@ -127,11 +127,6 @@ func (p *Process) Status(ctx context.Context) (string, error) {
 	return st, err
 }
 
-// Request writes a raw ctl message (for tests and tools).
-func (p *Process) Request(ctx context.Context, m string) error {
-	return p.request(ctx, m)
-}
-
 // Stop asks the VMM to stop and waits for the process; if it does not end
 // by ctx's deadline (DefaultStopTimeout without one), it is killed. Stop
 // after the end is a no-op.
@@ -184,16 +179,6 @@ func (p *Process) Err() error {
 		return p.err
 	default:
 		return nil
-	}
-}
-
-// Reason is why the process ended (ExitRunning before).
-func (p *Process) Reason() vmm.ExitReason {
-	select {
-	case <-p.done:
-		return p.reason
-	default:
-		return vmm.ExitRunning
 	}
 }
 

@@ -120,10 +120,10 @@ func TestControlOver9P(t *testing.T) {
 		{"pause", syscall.EBUSY, "pause: not started"},
 		{"save /nonexistent/x", syscall.EBUSY, "save: machine is not paused"},
 	} {
-		err := p.Request(ctx, tc.m)
+		err := p.request(ctx, tc.m)
 		var e *msg.Error
 		if !errors.As(err, &e) || e.Errno != tc.errno || e.Text != tc.text || !errors.Is(err, tc.errno) {
-			t.Errorf("Request(%q) = %v (%v); want %v %q", tc.m, err, msg.Errno(err), tc.errno, tc.text)
+			t.Errorf("request(%q) = %v (%v); want %v %q", tc.m, err, msg.Errno(err), tc.errno, tc.text)
 		}
 	}
 	if err := p.Resume(ctx); err != nil {

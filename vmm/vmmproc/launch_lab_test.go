@@ -78,7 +78,7 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 	if err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Request(ctx, "bogus"); err == nil || !strings.Contains(err.Error(), `unknown verb "bogus"`) {
+	if err := p.request(ctx, "bogus"); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), `unknown verb "bogus"`) {
 		t.Errorf("bogus verb: %v", err)
 	}
 	if err := p.Stop(ctx); err != nil {
@@ -145,7 +145,7 @@ func TestLaunchSeccompKill(t *testing.T) {
 	if _, err := p.Status(ctx); err != nil {
 		t.Fatalf("confined VMM does not answer status: %v", err)
 	}
-	err = p.Request(ctx, "x-syscall 101") // ptrace
+	err = p.request(ctx, "x-syscall 101") // ptrace
 	if err == nil {
 		t.Fatalf("forbidden syscall returned")
 	}
