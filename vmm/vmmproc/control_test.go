@@ -164,3 +164,46 @@ func (f *fakeMachine) Stop()                         { f.stopped.Store(true) }
 func (f *fakeMachine) Exit() (vmm.ExitReason, error) { return vmm.ExitRunning, nil }
 func (f *fakeMachine) CPUs() int                     { return 0 }
 func (f *fakeMachine) MemBytes() uint64              { return f.mem }
+
+// BenchmarkControl measures one control request of the daemon's client
+// over a unix socket to a control tree (a fake machine): a ctl write
+// (resume), a read of status, and a refused write (two round trips).
+func BenchmarkControl(b *testing.B) {
+	dir, err := os.MkdirTemp("", "vmmctl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "vmm.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	newControl(&fakeMachine{mem: 128 << 20}, &Config{ID: "b"}, nil).serve(ctx, ln)
+	p := &Process{cfg: Config{Socket: sock}, done: make(chan struct{}), exited: make(chan struct{})}
+	p.sess = newSession(sock, p.check)
+	defer p.sess.close()
+	for _, bc := range []struct {
+		name string
+		op   func() error
+	}{
+		{"resume", func() error { return p.Resume(ctx) }},
+		{"status", func() error { _, err := p.Status(ctx); return err }},
+		{"refused", func() error {
+			if err := p.Pause(ctx); msg.Errno(err) != syscall.EBUSY {
+				return fmt.Errorf("pause = %v; want EBUSY", err)
+			}
+			return nil
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := bc.op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
