@@ -6,7 +6,7 @@ import (
 )
 
 // Optional interfaces for nodes whose content can be changed by name, as
-// in a guest's fs/ (guestnode.go). The generated files of the tree have
+// in a guest's fs/ (bound by ninep.Remote). The generated files of the tree have
 // none of them: there the adapters keep refusing create, mkdir, unlink
 // and truncation to a non-zero size (EPERM).
 

@@ -19,9 +19,12 @@ type BindOptions struct {
 	// and absolute targets stop at the bind point), as the node model has
 	// no links. Otherwise they show as files.
 	Links bool
-	// Messages: its files are message and stream files, whose truncation
-	// is answered here as the node model's default: to 0 accepted and
-	// ignored (what `echo msg > file` asks), other sizes EPERM.
+	// Messages: its files are generated message and stream files (size
+	// 0, attributes that do not change). Their truncation is answered
+	// here as the node model's default: to 0 accepted and ignored (what
+	// `echo msg > file` asks), other sizes EPERM; and a node's Stat
+	// answers with what its lookup saw, so that a transport's getattrs
+	// (FUSE asks before most operations) cost the server nothing.
 	Messages bool
 }
 
@@ -122,9 +125,12 @@ func walkGetAttr(root p9.File, names []string) ([]p9.QID, p9.File, p9.AttrMask, 
 	return nil, f, m, a, nil
 }
 
-// Stat implements fs.Node.Stat: the lookup's attributes once, then a
-// fresh getattr.
+// Stat implements fs.Node.Stat: the lookup's attributes once (always,
+// under a Messages bind), then a fresh getattr.
 func (n *remoteNode) Stat(ctx context.Context) (sfs.Attr, error) {
+	if n.bind.Messages && n.attr != nil {
+		return n.attr.a, nil
+	}
 	if a, ok := n.attr.take(); ok {
 		return a, nil
 	}
