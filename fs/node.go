@@ -31,6 +31,15 @@ type Attr struct {
 	// daemon's user and the creators' group; a sandbox's directory to
 	// the sandbox's owner, and so everything under it.
 	Owner *cred.Owner
+
+	// The rest is shown by trees that pass a real file system through
+	// (posix.go); zero elsewhere. Ino, when set, is the file's identity
+	// (the 9P QID path), the same for every name it has.
+	Ino          uint64
+	Nlink        uint64
+	Rdev         uint64
+	Blocks       int64 // 512-byte blocks allocated
+	Atime, Ctime time.Time
 }
 
 // Dir is a directory: a name space one level deep.
@@ -46,7 +55,8 @@ type Dir interface {
 // Dirent is one entry of a directory listing.
 type Dirent struct {
 	Name string
-	Mode iofs.FileMode // only the type bits (iofs.ModeDir) matter
+	Mode iofs.FileMode // only the type bits (iofs.ModeDir, iofs.ModeSymlink…) matter
+	Ino  uint64        // as Attr.Ino; 0: none
 }
 
 // Opener is a file with per-open state: each Open returns a new Handle

@@ -1,18 +1,17 @@
 package guest
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	iofs "io/fs"
 	"net"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
 	"sandfs/ctl/msg"
-
-	"github.com/hugelgupf/p9/fsimpl/templatefs"
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
+	sfs "sandfs/fs"
 )
 
 // sysOps are the machine-wide changes the agent's ctl makes; tests
@@ -108,74 +107,52 @@ func (s *Server) agentCtl(m []byte) error {
 	return err
 }
 
-// agentCtlFile serves /ctl: write one agentVerbs message; read
-// "boot=<unix ns> now=<unix ns>" (when the agent started, the clock now).
-// agentErrFile serves /err: the text of the last failed /ctl write.
+// agentCtlFile serves /ctl: write one agentVerbs message; read, e.g.
+//
+//	boot=1764585600000000000 now=1764585612345678901
+//
+// (when the agent started, and the clock now, in unix nanoseconds).
 type agentCtlFile struct {
-	synth
-	templatefs.NotDirectoryFile
-	isErr bool
-
-	mu   sync.Mutex // guards text
-	text []byte
+	s    *Server
+	mode iofs.FileMode
 }
 
-var _ p9.File = (*agentCtlFile)(nil)
-
-const (
-	qidAgentCtl = qidSynth | 4
-	qidAgentErr = qidSynth | 5
+var (
+	_ sfs.Source = (*agentCtlFile)(nil)
+	_ sfs.Sink   = (*agentCtlFile)(nil)
 )
 
-func newAgentCtlFile(c *conn, isErr bool) *agentCtlFile {
-	if isErr {
-		return &agentCtlFile{synth: synth{c: c, qid: synthQID(p9.TypeRegular, qidAgentErr), mode: p9.ModeRegular | 0o444}, isErr: true}
-	}
-	return &agentCtlFile{synth: synth{c: c, qid: synthQID(p9.TypeRegular, qidAgentCtl), mode: p9.ModeRegular | 0o600}}
+// Stat implements sfs.Node.Stat.
+func (f *agentCtlFile) Stat(context.Context) (sfs.Attr, error) { return synthAttr(f.mode), nil }
+
+// Text implements sfs.Source.
+func (f *agentCtlFile) Text(_ context.Context, b *bytes.Buffer) error {
+	fmt.Fprintf(b, "boot=%d now=%d\n", bootTime.UnixNano(), time.Now().UnixNano())
+	return nil
 }
 
-// Walk implements p9.File.Walk.
-func (f *agentCtlFile) Walk(names []string) ([]p9.QID, p9.File, error) {
-	if len(names) == 0 {
-		return nil, newAgentCtlFile(f.c, f.isErr), nil
-	}
-	return nil, nil, linux.ENOTDIR
+// Message implements sfs.Sink.
+func (f *agentCtlFile) Message(_ context.Context, m []byte) error { return f.s.agentCtl(m) }
+
+// agentErrFile serves /err: the text of the last failed /ctl write, e.g.
+//
+//	hostname: bad name "-x"
+type agentErrFile struct {
+	s    *Server
+	mode iofs.FileMode
 }
 
-// Open implements p9.File.Open.
-func (f *agentCtlFile) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
-	if f.isErr && mode.Mode() != p9.ReadOnly {
-		return f.qid, 0, linux.EACCES
-	}
-	return f.qid, 0, nil
-}
+var _ sfs.Source = (*agentErrFile)(nil)
 
-// ReadAt implements p9.File.ReadAt.
-func (f *agentCtlFile) ReadAt(b []byte, off int64) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if off == 0 || f.text == nil {
-		if f.isErr {
-			f.c.s.mu.Lock()
-			f.text = []byte(f.c.s.errText)
-			f.c.s.mu.Unlock()
-			if len(f.text) > 0 {
-				f.text = append(f.text, '\n')
-			}
-		} else {
-			f.text = []byte(fmt.Sprintf("boot=%d now=%d\n", bootTime.UnixNano(), time.Now().UnixNano()))
-		}
-	}
-	return readText(f.text, b, off), nil
-}
+// Stat implements sfs.Node.Stat.
+func (f *agentErrFile) Stat(context.Context) (sfs.Attr, error) { return synthAttr(f.mode), nil }
 
-// WriteAt implements p9.File.WriteAt.
-func (f *agentCtlFile) WriteAt(b []byte, off int64) (int, error) {
-	if f.isErr {
-		return 0, linux.EACCES
+// Text implements sfs.Source.
+func (f *agentErrFile) Text(_ context.Context, b *bytes.Buffer) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if f.s.errText != "" {
+		b.WriteString(f.s.errText + "\n")
 	}
-	if err := f.c.s.agentCtl(b); err != nil {
-		return 0, errOut(err)
-	}
-	return len(b), nil
+	return nil
 }

@@ -1,65 +1,55 @@
 package guest
 
 import (
-	"github.com/hugelgupf/p9/fsimpl/templatefs"
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
+	"context"
+	"strconv"
+	"syscall"
+
+	sfs "sandfs/fs"
 )
 
 // cloneFile serves procs/clone. Opening it allocates a new process slot
-// and the open file becomes that slot's ctl: reads give the slot number
-// ("n\n"), writes are ctl messages. The slot lives on after the file is
-// closed only if it was started (see the package doc).
-type cloneFile struct {
-	synth
-	templatefs.NotDirectoryFile
-	p *proc // set by Open
+// and the open file becomes that slot's ctl: reads give the slot number,
+// e.g. "3\n", writes are ctl messages. The slot lives on after the file
+// is closed only if it was started (see the package doc).
+type cloneFile struct{ s *Server }
+
+var _ sfs.Opener = (*cloneFile)(nil)
+
+// Stat implements sfs.Node.Stat.
+func (f *cloneFile) Stat(context.Context) (sfs.Attr, error) { return synthAttr(0o666), nil }
+
+// Open implements sfs.Opener.
+func (f *cloneFile) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
+	return &cloneHandle{p: f.s.procs.alloc()}, nil
 }
 
-var _ p9.File = (*cloneFile)(nil)
+// cloneHandle is an open procs/clone: the slot it allocated, which it
+// holds open until Close.
+type cloneHandle struct{ p *proc }
 
-func newCloneFile(c *conn) *cloneFile {
-	return &cloneFile{synth: synth{c: c, qid: synthQID(p9.TypeRegular, qidClone), mode: p9.ModeRegular | 0o666}}
-}
-
-// Walk implements p9.File.Walk.
-func (f *cloneFile) Walk(names []string) ([]p9.QID, p9.File, error) {
-	if len(names) == 0 {
-		return nil, newCloneFile(f.c), nil
+// Read implements sfs.Handle.Read.
+func (h *cloneHandle) Read(_ context.Context, b []byte, off int64) (int, error) {
+	s := strconv.Itoa(h.p.n) + "\n"
+	if off < 0 {
+		return 0, syscall.EINVAL
 	}
-	return nil, nil, linux.ENOTDIR
-}
-
-// Open implements p9.File.Open.
-func (f *cloneFile) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
-	f.p = f.c.s.procs.alloc()
-	return f.qid, 0, nil
-}
-
-// Close implements p9.File.Close.
-func (f *cloneFile) Close() error {
-	if f.p != nil {
-		f.p.close()
-		f.p = nil
+	if off >= int64(len(s)) {
+		return 0, nil
 	}
-	return nil
+	return copy(b, s[off:]), nil
 }
 
-// ReadAt implements p9.File.ReadAt.
-func (f *cloneFile) ReadAt(b []byte, off int64) (int, error) {
-	if f.p == nil {
-		return 0, linux.EBADF
-	}
-	return readText([]byte(itoa(f.p.n)+"\n"), b, off), nil
-}
-
-// WriteAt implements p9.File.WriteAt.
-func (f *cloneFile) WriteAt(b []byte, off int64) (int, error) {
-	if f.p == nil {
-		return 0, linux.EBADF
-	}
-	if err := f.p.ctl(b); err != nil {
-		return 0, errOut(err)
+// Write implements sfs.Handle.Write: one ctl message.
+func (h *cloneHandle) Write(_ context.Context, b []byte, _ int64) (int, error) {
+	if err := h.p.ctl(b); err != nil {
+		return 0, err
 	}
 	return len(b), nil
+}
+
+// Close implements sfs.Handle.Close.
+func (h *cloneHandle) Close() error {
+	h.p.close()
+	return nil
 }

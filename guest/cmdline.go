@@ -23,7 +23,7 @@ import (
 //	sandfs.mtu=1500            MTU of sandfs.iface (default: leave as is)
 //	sandfs.time=<unix ns>      set the clock before anything else
 //	sandfs.port=564            vsock port of the 9P server (default 564)
-//	sandfs.debug=1             log every 9P request to the console
+//	sandfs.debug=1             log the 9P server's debug messages (connections, interrupted reads)
 type Config struct {
 	IP       *net.IPNet // address with its prefix, nil: none
 	GW       net.IP

@@ -1,8 +1,11 @@
 // Package guest is the in-guest agent of sandfs, run as PID 1 by
 // ./tools/sandfs-init: the init duties (Mounts, SetClock, SetHostname,
-// Network, EnsureUsers, zombie reaping) and a 9P2000.L server (Server) that
-// the host daemon binds into /sandboxes/<id>/. It speaks only files and
-// holds no policy.
+// Network, EnsureUsers, zombie reaping) and a file tree (Server) that the
+// host daemon binds into /sandboxes/<id>/. It speaks only files and holds
+// no policy. The tree is made of package fs's nodes (Dir, Opener, Source,
+// Sink, Handle, fs.Table) and served over 9P2000.L by package fs/ninep's
+// server, the daemon's own: one node model, one flush design on both
+// sides of vsock.
 //
 // # Boot
 //
@@ -101,24 +104,27 @@
 //
 // # Blocking reads
 //
-// stdout, stderr and wait block until there is something to return. p9
-// answers Tflush only after the flushed request returns, and calls Close
-// on a clunked fid only after its in-flight reads return, so the agent
-// watches the request stream itself (wire.go) to end a blocking read
-// when: data arrives; the stream ends or the process exits (wait); the
-// slot is freed (EOF); its tag is flushed (Tflush: EINTR, then Rflush);
-// its fid is clunked or removed (EINTR); or its connection ends (EINTR).
-// A host abandons a read by flushing it or by closing the file (the p9
-// client sends no Tflush). Linux's 9p client waits killably: SIGINT does
-// not interrupt a read on a 9p mount, SIGKILL sends Tflush (TestKernel9P,
-// in the lab). wire.go relies on p9 v0.3.0 handling each request in the
-// goroutine that read it; TestFlushEndsBlockedRead and
-// TestClunkEndsBlockedRead fail if a p9 upgrade changes that.
+// stdout, stderr and wait block until there is something to return, and
+// end when their context ends, as every blocking read of package fs
+// does: data arrives; the stream ends or the process exits (wait); the
+// slot is freed (EOF); or the read's context ends (EINTR), which package
+// ninep's server does when the read's tag is flushed (Tflush), its fid
+// clunked or removed, or its connection ends (see fs/ninep's doc: reads
+// are matched by path, so two blocked reads of one file on one
+// connection end together). A host abandons a read by flushing it or by
+// closing the file (the p9 client sends no Tflush). Linux's 9p client
+// waits killably: SIGINT does not interrupt a read on a 9p mount,
+// SIGKILL sends Tflush (TestKernel9P, in the lab);
+// TestFlushEndsBlockedRead and TestClunkEndsBlockedRead check both.
 //
 // A stdin write that blocks on a full pipe (the process does not read)
-// ends the same ways, returning the count written so far (EINTR if
-// none), and with EPIPE when the process exits or closestdin closes the
-// pipe.
+// ends the same ways (its handle is an fs.BlockingWriter), returning the
+// count written so far (EINTR if none), and with EPIPE when the process
+// exits or closestdin closes the pipe.
+//
+// The agent's client is root (Server.ServeConn): the modes the tree
+// shows say what each file offers (stdin is write-only, status
+// read-only); opening for anything else is EACCES.
 //
 // A blocking read holds its connection's p9 rename lock while it waits
 // (Trenameat and Tremove wait for it), so do fs/ renames on a connection
@@ -136,21 +142,24 @@
 //
 // # fs/
 //
-// A passthrough of the server's root ("/" in the guest) confined to it:
-// every node is an O_PATH|O_NOFOLLOW descriptor, a child is reached only
-// with openat(parent, one name), names "", ".", ".." and names with "/"
-// are refused, symlinks are never followed by the server (walking one
-// yields the link; opening it is ELOOP; Readlink returns its text),
-// creation uses O_CREAT|O_EXCL|O_NOFOLLOW, and changes go through the
-// node's own descriptor (via /proc/self/fd) or *at calls with
-// AT_SYMLINK_NOFOLLOW. Modes are applied exactly (no umask); new files
-// get the uid/gid the client sends. Supported: walk, open, create,
-// mkdir, read, write, setattr (mode, owner, size, times), rename,
-// unlink, readdir, symlink, readlink, link, mknod, getattr, statfs,
-// fsync. Not supported: xattrs (p9 v0.3.0's Txattrwalk hands the fid's
-// File to a second fid without a reference, so clunking that fid would
-// Close the first; GetXattr answers ENOSYS so that path is never taken)
-// and locks.
+// A passthrough of the server's root ("/" in the guest) confined to it
+// (fsTree): a node is a path below the root, reached again by every
+// operation with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and
+// O_NOFOLLOW, so no node holds a descriptor; names "", ".", ".." and
+// names with "/" are refused; symlinks are never followed by the server
+// (walking one yields the link; opening it is ELOOP; Readlink returns
+// its text); creation uses O_CREAT|O_EXCL|O_NOFOLLOW, and changes go
+// through the node's own descriptor (via /proc/self/fd) or *at calls
+// with AT_SYMLINK_NOFOLLOW. Nodes show the files' real owners, modes,
+// inode numbers (the QID paths) and times. Modes are applied exactly
+// (no umask); new files get the uid/gid the client sends (the client is
+// root; fs/ninep applies a privileged client's), else the agent's.
+// Supported, through fs's optional interfaces (fs/mutate.go,
+// fs/posix.go): walk, open, create, mkdir, read, write, setattr (mode,
+// owner, size, times), rename, unlink, readdir, symlink, readlink, link,
+// mknod, getattr, statfs, fsync. Not supported: xattrs (ENOSYS) and
+// locks. A fid walked to a file that is then renamed names the old path
+// (nodes are paths, as the host's binds are).
 //
 // # E2B process API on these files
 //
@@ -186,6 +195,6 @@
 //
 // proc.mu before procTable.mu (free removes the slot from the table while
 // holding its proc.mu); proc.mu before reaper.mu (start forks under both);
-// the reaper calls exit callbacks after dropping reaper.mu. fsFile.mu and
-// Server.mu are leaves.
+// the reaper calls exit callbacks after dropping reaper.mu. fsHandle.mu
+// and Server.mu are leaves.
 package guest

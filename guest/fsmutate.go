@@ -1,163 +1,143 @@
 package guest
 
 import (
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
+	"context"
+	iofs "io/fs"
+	"syscall"
+
 	"golang.org/x/sys/unix"
+
+	sfs "sandfs/fs"
 )
 
-// The fsFile operations that change the tree under a directory: create,
+// The fsDir operations that change the tree under a directory: create,
 // mkdir, symlink, link, mknod, rename and unlink, each by one name
-// relative to the directory's descriptor, never following a symlink.
+// relative to the directory's descriptor, never following a symbolic
+// link. Modes are applied exactly (no umask); what is made belongs to
+// the agent (root), as the connection's client is root and a client's
+// uid and gid are not asked (chown afterwards).
 
-// chownAt sets the owner the client asked for, if any, without following.
-func chownAt(dirfd int, name string, uid p9.UID, gid p9.GID) error {
-	u, g := -1, -1
-	if uid.Ok() {
-		u = int(uid)
+// inDir runs f with an O_PATH descriptor of the directory d and the
+// checked name.
+func (d *fsDir) inDir(name string, f func(dirfd int) error) error {
+	if err := checkName(name); err != nil {
+		return err
 	}
-	if gid.Ok() {
-		g = int(gid)
-	}
-	if u < 0 && g < 0 {
+	return d.t.with(d.path, unix.O_PATH|unix.O_DIRECTORY, f)
+}
+
+// Create implements sfs.Creator: a new file, opened with flags.
+func (d *fsDir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm iofs.FileMode) (sfs.Node, sfs.Handle, error) {
+	var (
+		node sfs.Node
+		ofd  = -1
+	)
+	err := d.inDir(name, func(dirfd int) error {
+		fd, err := unix.Openat(dirfd, name, openFlags(flags)|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, unixMode(perm)&0o7777)
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err = unix.Fchmod(fd, unixMode(perm)&0o7777); err == nil {
+			err = fstat(fd, &st)
+		}
+		if err != nil {
+			unix.Close(fd)
+			unix.Unlinkat(dirfd, name, 0)
+			return err
+		}
+		ofd, node = fd, d.t.node(d.child(name), &st)
 		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	flags := unix.AT_SYMLINK_NOFOLLOW
-	if name == "" {
-		flags |= unix.AT_EMPTY_PATH
-	}
-	return unix.Fchownat(dirfd, name, u, g, flags)
+	return node, &fsHandle{fd: ofd}, nil
 }
 
-// Create implements p9.File.Create: a new regular file, opened. The mode
-// is applied exactly (no umask), and the owner is the client's uid/gid.
-func (f *fsFile) Create(name string, mode p9.OpenFlags, perm p9.FileMode, uid p9.UID, gid p9.GID) (p9.File, p9.QID, uint32, error) {
-	if err := checkName(name); err != nil {
-		return nil, p9.QID{}, 0, err
-	}
-	flags := openFlags(mode) | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOCTTY
-	ofd, err := unix.Openat(f.fd, name, flags, uint32(perm&0o7777))
+// Mkdir implements sfs.Mkdirer.
+func (d *fsDir) Mkdir(_ context.Context, name string, perm iofs.FileMode) (sfs.Node, error) {
+	err := d.inDir(name, func(dirfd int) error { return unix.Mkdirat(dirfd, name, uint32(perm.Perm())) })
 	if err != nil {
-		return nil, p9.QID{}, 0, sysErr(err)
-	}
-	fail := func(err error) (p9.File, p9.QID, uint32, error) {
-		unix.Close(ofd)
-		unix.Unlinkat(f.fd, name, 0)
-		return nil, p9.QID{}, 0, sysErr(err)
-	}
-	if err := unix.Fchmod(ofd, uint32(perm&0o7777)); err != nil {
-		return fail(err)
-	}
-	if err := chownAt(ofd, "", uid, gid); err != nil {
-		return fail(err)
-	}
-	pfd, err := unix.Openat(unix.AT_FDCWD, procPath(ofd), unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fail(err)
-	}
-	n, err := newFSFile(f.c, pfd)
-	if err != nil {
-		return fail(err)
-	}
-	n.ofd = ofd
-	return n, n.qid, 0, nil
-}
-
-// Mkdir implements p9.File.Mkdir.
-func (f *fsFile) Mkdir(name string, perm p9.FileMode, uid p9.UID, gid p9.GID) (p9.QID, error) {
-	if err := checkName(name); err != nil {
-		return p9.QID{}, err
-	}
-	if err := unix.Mkdirat(f.fd, name, uint32(perm&0o7777)); err != nil {
-		return p9.QID{}, sysErr(err)
-	}
-	n, err := f.child(name)
-	if err != nil {
-		return p9.QID{}, err
-	}
-	defer n.Close()
-	if n.qid.Type&p9.TypeDir == 0 { // replaced meanwhile: touch nothing
-		return p9.QID{}, linux.EEXIST
-	}
-	if err := unix.Chmod(procPath(n.fd), uint32(perm&0o7777)); err != nil {
-		return p9.QID{}, sysErr(err)
-	}
-	if err := chownAt(n.fd, "", uid, gid); err != nil {
-		return p9.QID{}, sysErr(err)
-	}
-	return n.qid, nil
-}
-
-// Symlink implements p9.File.Symlink: newName in this directory, pointing
-// at oldName (stored as given, never resolved).
-func (f *fsFile) Symlink(oldName, newName string, uid p9.UID, gid p9.GID) (p9.QID, error) {
-	if err := checkName(newName); err != nil {
-		return p9.QID{}, err
-	}
-	if err := unix.Symlinkat(oldName, f.fd, newName); err != nil {
-		return p9.QID{}, sysErr(err)
-	}
-	return f.chownNew(newName, uid, gid)
-}
-
-// chownNew gives the entry name, just made in this directory, the
-// client's owner and returns its QID.
-func (f *fsFile) chownNew(name string, uid p9.UID, gid p9.GID) (p9.QID, error) {
-	if err := chownAt(f.fd, name, uid, gid); err != nil {
-		return p9.QID{}, sysErr(err)
+		return nil, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(f.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return p9.QID{}, sysErr(err)
+	err = d.t.with(d.child(name), unix.O_PATH, func(fd int) error {
+		if err := fstat(fd, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR { // replaced meanwhile: touch nothing
+			return syscall.EEXIST
+		}
+		if err := unix.Chmod(procPath(fd), unixMode(perm)&0o7777); err != nil {
+			return err
+		}
+		return fstat(fd, &st)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return qidOf(&st), nil
+	return d.t.node(d.child(name), &st), nil
 }
 
-// Link implements p9.File.Link.
-func (f *fsFile) Link(target p9.File, newName string) error {
-	if err := checkName(newName); err != nil {
-		return err
+// Remove implements sfs.Remover.
+func (d *fsDir) Remove(_ context.Context, name string, dir bool) error {
+	flags := 0
+	if dir {
+		flags = unix.AT_REMOVEDIR
 	}
-	t, ok := target.(*fsFile)
-	if !ok {
-		return linux.EXDEV
-	}
-	return sysErr(unix.Linkat(t.fd, "", f.fd, newName, unix.AT_EMPTY_PATH))
+	return d.inDir(name, func(dirfd int) error { return unix.Unlinkat(dirfd, name, flags) })
 }
 
-// Mknod implements p9.File.Mknod.
-func (f *fsFile) Mknod(name string, mode p9.FileMode, major, minor uint32, uid p9.UID, gid p9.GID) (p9.QID, error) {
-	if err := checkName(name); err != nil {
-		return p9.QID{}, err
-	}
-	if err := unix.Mknodat(f.fd, name, uint32(mode), int(unix.Mkdev(major, minor))); err != nil {
-		return p9.QID{}, sysErr(err)
-	}
-	return f.chownNew(name, uid, gid)
-}
-
-// Rename implements p9.File.Rename (never called by the server).
-func (f *fsFile) Rename(p9.File, string) error { return linux.ENOSYS }
-
-// RenameAt implements p9.File.RenameAt.
-func (f *fsFile) RenameAt(oldName string, newDir p9.File, newName string) error {
-	if err := checkName(oldName); err != nil {
-		return err
+// Rename implements sfs.Renamer.
+func (d *fsDir) Rename(_ context.Context, oldName string, newDir sfs.Node, newName string) error {
+	nd, ok := newDir.(*fsDir)
+	if !ok || nd.t != d.t {
+		return syscall.EXDEV
 	}
 	if err := checkName(newName); err != nil {
 		return err
 	}
-	d, ok := newDir.(*fsFile)
-	if !ok {
-		return linux.EXDEV
-	}
-	return sysErr(unix.Renameat(f.fd, oldName, d.fd, newName))
+	return d.inDir(oldName, func(dirfd int) error {
+		return nd.t.with(nd.path, unix.O_PATH|unix.O_DIRECTORY, func(newfd int) error {
+			return unix.Renameat(dirfd, oldName, newfd, newName)
+		})
+	})
 }
 
-// UnlinkAt implements p9.File.UnlinkAt; flags may be AT_REMOVEDIR.
-func (f *fsFile) UnlinkAt(name string, flags uint32) error {
-	if err := checkName(name); err != nil {
-		return err
+// Link implements sfs.Linker.
+func (d *fsDir) Link(_ context.Context, target sfs.Node, name string) error {
+	var tn *fsNode
+	switch t := target.(type) {
+	case *fsFile:
+		tn = &t.fsNode
+	case *fsLink:
+		tn = &t.fsNode
+	case *fsDir:
+		return syscall.EPERM // link(2) of a directory
 	}
-	return sysErr(unix.Unlinkat(f.fd, name, int(flags)&unix.AT_REMOVEDIR))
+	if tn == nil || tn.t != d.t {
+		return syscall.EXDEV
+	}
+	return d.inDir(name, func(dirfd int) error {
+		return d.t.with(tn.path, unix.O_PATH, func(tfd int) error {
+			return unix.Linkat(tfd, "", dirfd, name, unix.AT_EMPTY_PATH)
+		})
+	})
+}
+
+// Symlink implements sfs.Symlinker.
+func (d *fsDir) Symlink(_ context.Context, target, name string) (sfs.Node, error) {
+	if err := d.inDir(name, func(dirfd int) error { return unix.Symlinkat(target, dirfd, name) }); err != nil {
+		return nil, err
+	}
+	return d.t.lookup(d.child(name))
+}
+
+// Mknod implements sfs.Mknoder.
+func (d *fsDir) Mknod(_ context.Context, name string, mode iofs.FileMode, rdev uint64) (sfs.Node, error) {
+	if err := d.inDir(name, func(dirfd int) error { return unix.Mknodat(dirfd, name, unixMode(mode), int(rdev)) }); err != nil {
+		return nil, err
+	}
+	return d.t.lookup(d.child(name))
 }

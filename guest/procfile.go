@@ -1,34 +1,18 @@
 package guest
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"io"
+	iofs "io/fs"
 	"sync"
+	"syscall"
 
-	"sandfs/ctl/msg"
-
-	"github.com/hugelgupf/p9/fsimpl/templatefs"
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
+	sfs "sandfs/fs"
 )
 
-// procFileKind indexes procFiles.
-type procFileKind int
-
-const (
-	kCtl procFileKind = iota
-	kStdin
-	kStdout
-	kStderr
-	kStatus
-	kWait
-	kErr
-	kConfig
-)
-
-// procFiles is the directory procs/<n>/, in listing order. One table and
-// one switch per operation, as 9front devproc.c does with its Q… kinds:
-// the kinds share the slot's lifetime and open counting, and differ only
-// in read and write.
+// procFiles is the directory procs/<n>/, in listing order:
 //
 //	ctl     rw  write: one verb (ctlVerbs); read: "n state pid"
 //	stdin   w   bytes to the process's stdin (or its terminal)
@@ -40,155 +24,161 @@ const (
 //	err     r   text of the last failed ctl write, or empty
 //	config  r   the ctl messages that set the process up, one per line,
 //	            ending with its start line: replayable into a new clone
-var procFiles = []struct {
-	name string
-	mode p9.FileMode
-}{
-	kCtl:    {"ctl", 0o600},
-	kStdin:  {"stdin", 0o200},
-	kStdout: {"stdout", 0o400},
-	kStderr: {"stderr", 0o400},
-	kStatus: {"status", 0o444},
-	kWait:   {"wait", 0o444},
-	kErr:    {"err", 0o444},
-	kConfig: {"config", 0o444},
+//
+// Every open of one of them holds the slot open (proc.open, proc.close).
+var procFiles = sfs.Table[*proc]{
+	{Name: "ctl", Mode: 0o600, New: textFile(func(p *proc, _ context.Context) (string, error) { return p.ctlLine(), nil }, true)},
+	{Name: "stdin", Mode: 0o200, New: procFile(func(p *proc) sfs.Handle { return &stdinHandle{p: p} })},
+	{Name: "stdout", Mode: 0o400, New: procFile(func(p *proc) sfs.Handle { return &streamHandle{p: p, stream: 1} })},
+	{Name: "stderr", Mode: 0o400, New: procFile(func(p *proc) sfs.Handle { return &streamHandle{p: p, stream: 2} })},
+	{Name: "status", Mode: 0o444, New: textFile(func(p *proc, _ context.Context) (string, error) { return p.status(), nil }, false)},
+	{Name: "wait", Mode: 0o444, New: textFile((*proc).wait, false)},
+	{Name: "err", Mode: 0o444, New: textFile(func(p *proc, _ context.Context) (string, error) { return p.errLine(), nil }, false)},
+	{Name: "config", Mode: 0o444, New: textFile(func(p *proc, _ context.Context) (string, error) { return p.config(), nil }, false)},
 }
 
-// procFile is one open (or walked) file of procs/<n>/. Per-open state
-// (the text snapshot) lives here, never in the proc.
-type procFile struct {
-	synth
-	templatefs.NotDirectoryFile
-
-	p      *proc
-	kind   procFileKind
-	opened bool // set by Open, cleared by Close (never concurrent with reads)
-
-	mu     sync.Mutex // guards text and isText: p9 may run reads of one fid concurrently
-	text   []byte     // the text being read (ctl, status, wait, err, config)
-	isText bool       // text was generated for this open
+// slotFile is a file of procs/<n>/: its mode and how an open makes its
+// handle.
+type slotFile struct {
+	p    *proc
+	mode iofs.FileMode
+	open func(ctx context.Context, p *proc, flags sfs.OpenFlags) (sfs.Handle, error)
 }
 
-var _ p9.File = (*procFile)(nil)
+var _ sfs.Opener = (*slotFile)(nil)
 
-func newProcFile(c *conn, p *proc, k procFileKind) *procFile {
-	return &procFile{
-		synth: synth{c: c, qid: synthQID(p9.TypeRegular, qidSynth|uint64(p.n)<<8|uint64(k+1)), mode: p9.ModeRegular | procFiles[k].mode},
-		p:     p, kind: k,
+// procFile is the row maker of a file whose handle is its own type.
+func procFile(h func(p *proc) sfs.Handle) func(*proc, iofs.FileMode) sfs.Node {
+	return func(p *proc, m iofs.FileMode) sfs.Node {
+		return &slotFile{p: p, mode: m, open: func(context.Context, *proc, sfs.OpenFlags) (sfs.Handle, error) { return h(p), nil }}
 	}
 }
 
-// Walk implements p9.File.Walk.
-func (f *procFile) Walk(names []string) ([]p9.QID, p9.File, error) {
-	if len(names) == 0 {
-		return nil, newProcFile(f.c, f.p, f.kind), nil
+// textFile is the row maker of a text file (sfs.Source: generated at the
+// first read and again when a read starts at 0), writable as ctl if
+// ctl is set.
+func textFile(text func(p *proc, ctx context.Context) (string, error), ctl bool) func(*proc, iofs.FileMode) sfs.Node {
+	return func(p *proc, m iofs.FileMode) sfs.Node {
+		src := procText{p: p, text: text}
+		var n sfs.Node = src
+		if ctl {
+			n = procCtl{src}
+		}
+		return &slotFile{p: p, mode: m, open: func(ctx context.Context, _ *proc, flags sfs.OpenFlags) (sfs.Handle, error) {
+			return sfs.Open(ctx, n, flags)
+		}}
 	}
-	return nil, nil, linux.ENOTDIR
 }
 
-// Open implements p9.File.Open.
-func (f *procFile) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
-	m := procFiles[f.kind].mode
-	switch mode.Mode() {
-	case p9.ReadOnly:
-		if m&0o400 == 0 {
-			return f.qid, 0, linux.EACCES
-		}
-	case p9.WriteOnly:
-		if m&0o200 == 0 {
-			return f.qid, 0, linux.EACCES
-		}
-	default:
-		if m&0o600 != 0o600 {
-			return f.qid, 0, linux.EACCES
-		}
+// Stat implements sfs.Node.Stat.
+func (f *slotFile) Stat(context.Context) (sfs.Attr, error) { return synthAttr(f.mode), nil }
+
+// Open implements sfs.Opener: only for the access the mode shows (the
+// agent's client is root, whom the modes do not stop), and only while the
+// slot lives.
+func (f *slotFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
+	if flags.Readable() && f.mode&0o400 == 0 || flags.Writable() && f.mode&0o200 == 0 {
+		return nil, syscall.EACCES
 	}
 	if !f.p.open() {
-		return f.qid, 0, linux.ENOENT
+		return nil, syscall.ENOENT
 	}
-	f.opened = true
-	return f.qid, 0, nil
-}
-
-// Close implements p9.File.Close.
-func (f *procFile) Close() error {
-	if f.opened {
-		f.opened = false
+	h, err := f.open(ctx, f.p, flags)
+	if err != nil {
 		f.p.close()
+		return nil, err
 	}
-	return nil
+	sh := &slotHandle{Handle: h, p: f.p}
+	if _, ok := h.(sfs.BlockingWriter); ok {
+		return blockingSlotHandle{sh}, nil
+	}
+	return sh, nil
 }
 
-// ReadAt implements p9.File.ReadAt. Streams ignore the offset (they are
-// pipes); text files are generated on the first read and again whenever a
-// read starts at offset 0 (wait blocks there until the process ends).
-func (f *procFile) ReadAt(b []byte, off int64) (int, error) {
-	switch f.kind {
-	case kStdout, kStderr:
-		ctx, done := f.c.blocking()
-		defer done()
-		n, err := f.p.read(ctx, int(f.kind-kStdout)+1, b)
-		if err == io.EOF {
-			return 0, nil
-		}
-		return n, errOut(err)
-	case kStdin:
-		return 0, linux.EACCES
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if off == 0 || !f.isText {
-		var s string
-		switch f.kind {
-		case kCtl:
-			s = f.p.ctlLine()
-		case kStatus:
-			s = f.p.status()
-		case kErr:
-			s = f.p.errLine()
-		case kConfig:
-			s = f.p.config()
-		case kWait:
-			ctx, done := f.c.blocking()
-			defer done()
-			var err error
-			if s, err = f.p.wait(ctx); err != nil {
-				return 0, errOut(err)
-			}
-		}
-		f.text, f.isText = []byte(s), true
-	}
-	return readText(f.text, b, off), nil
+// slotHandle holds its slot open until Close.
+type slotHandle struct {
+	sfs.Handle
+	p    *proc
+	once sync.Once
 }
 
-func readText(text, b []byte, off int64) int {
-	if off >= int64(len(text)) {
-		return 0
-	}
-	return copy(b, text[off:])
+// blockingSlotHandle is a slotHandle whose writes block (stdin).
+type blockingSlotHandle struct{ *slotHandle }
+
+// BlocksOnWrite implements sfs.BlockingWriter.
+func (blockingSlotHandle) BlocksOnWrite() {}
+
+// Close implements sfs.Handle.Close.
+func (h *slotHandle) Close() error {
+	err := h.Handle.Close()
+	h.once.Do(h.p.close)
+	return err
 }
 
-// WriteAt implements p9.File.WriteAt.
-func (f *procFile) WriteAt(b []byte, off int64) (int, error) {
-	switch f.kind {
-	case kCtl:
-		if err := f.p.ctl(b); err != nil {
-			return 0, errOut(err)
-		}
-		return len(b), nil
-	case kStdin:
-		ctx, done := f.c.blocking()
-		defer done()
-		n, err := f.p.writeStdin(ctx, b)
-		return n, errOut(err)
+// procText is a text file of a slot, procCtl the same taking ctl
+// messages.
+type (
+	procText struct {
+		p    *proc
+		text func(p *proc, ctx context.Context) (string, error)
 	}
-	return 0, linux.EACCES
+	procCtl struct{ procText }
+)
+
+// Stat implements sfs.Node.Stat (unused: slotFile stands for it).
+func (t procText) Stat(context.Context) (sfs.Attr, error) { return sfs.Attr{}, nil }
+
+// Text implements sfs.Source.
+func (t procText) Text(ctx context.Context, b *bytes.Buffer) error {
+	s, err := t.text(t.p, ctx)
+	b.WriteString(s)
+	return err
 }
 
-// errOut turns an error into what the p9 server sends: a bare errno.
-func errOut(err error) error {
-	if err == nil {
-		return nil
-	}
-	return linux.Errno(msg.Errno(err))
+// Message implements sfs.Sink.
+func (c procCtl) Message(_ context.Context, m []byte) error { return c.p.ctl(m) }
+
+// streamHandle is an open stdout or stderr: a pipe, whose reads ignore
+// the offset and consume; a read blocks until there is output or the
+// stream ends (a zero-byte read), or its context ends (EINTR).
+type streamHandle struct {
+	p      *proc
+	stream int // 1 stdout, 2 stderr
 }
+
+// Read implements sfs.Handle.Read.
+func (h *streamHandle) Read(ctx context.Context, b []byte, _ int64) (int, error) {
+	n, err := h.p.read(ctx, h.stream, b)
+	if errors.Is(err, io.EOF) {
+		return n, nil
+	}
+	return n, err
+}
+
+// Write implements sfs.Handle.Write.
+func (h *streamHandle) Write(context.Context, []byte, int64) (int, error) {
+	return 0, syscall.EBADF
+}
+
+// Close implements sfs.Handle.Close.
+func (h *streamHandle) Close() error { return nil }
+
+// stdinHandle is an open stdin: a write blocks while the pipe is full,
+// until its context ends (the count written so far, or EINTR).
+type stdinHandle struct{ p *proc }
+
+// Read implements sfs.Handle.Read.
+func (h *stdinHandle) Read(context.Context, []byte, int64) (int, error) {
+	return 0, syscall.EBADF
+}
+
+// Write implements sfs.Handle.Write.
+func (h *stdinHandle) Write(ctx context.Context, b []byte, _ int64) (int, error) {
+	return h.p.writeStdin(ctx, b)
+}
+
+// Close implements sfs.Handle.Close.
+func (h *stdinHandle) Close() error { return nil }
+
+// BlocksOnWrite implements sfs.BlockingWriter.
+func (h *stdinHandle) BlocksOnWrite() {}

@@ -17,6 +17,7 @@ const (
 	msgTwalk        = 110
 	msgRwalk        = 111
 	msgTread        = 116
+	msgTwrite       = 118
 	msgTclunk       = 120
 	msgTremove      = 122
 	msgTwalkgetattr = 126
@@ -143,7 +144,7 @@ func (c *conn) observe(frame []byte) {
 		if d.ok {
 			c.sawWalk(tag, fid, newfid, names)
 		}
-	case msgTread:
+	case msgTread, msgTwrite:
 		if fid := d.u32(); d.ok {
 			c.sawRead(tag, fid)
 		}

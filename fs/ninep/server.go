@@ -13,6 +13,7 @@ import (
 	"github.com/hugelgupf/p9/fsimpl/qids"
 	"github.com/hugelgupf/p9/p9"
 
+	"sandfs/ctl/cred"
 	sfs "sandfs/fs"
 )
 
@@ -112,8 +113,15 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, token string) {
 	s.serveConn(ctx, c, token, nil)
 }
 
+// ServeConnAs serves one connection whose client the caller vouches for
+// as who, without a token and without asking the socket (a guest agent
+// serving its host over vsock: root).
+func (s *Server) ServeConnAs(ctx context.Context, c net.Conn, who cred.Cred) {
+	s.serveConnAs(ctx, c, "", who, nil)
+}
+
 func (s *Server) serveConn(ctx context.Context, c net.Conn, token string, release func()) {
-	cred, err := identity(c, token)
+	who, err := identity(c, token)
 	if err != nil {
 		s.log.Warn("9p: connection refused", "remote", c.RemoteAddr().String(), "reason", err.Error())
 		c.Close()
@@ -122,7 +130,11 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, token string, releas
 		}
 		return
 	}
-	cn := newConn(ctx, s, c, token, cred, release)
+	s.serveConnAs(ctx, c, token, who, release)
+}
+
+func (s *Server) serveConnAs(ctx context.Context, c net.Conn, token string, who cred.Cred, release func()) {
+	cn := newConn(ctx, s, c, token, who, release)
 	defer cn.release()
 	defer cn.cancel()
 	defer func() {

@@ -45,6 +45,15 @@ func TestClunkEndsBlockedRead(t *testing.T) {
 	waitLine(t, root, n)
 }
 
+// 9P2000.L request types (include/net/9p/9p.h, enum p9_msg_t).
+const (
+	p9Tattach = 104
+	p9Tflush  = 108
+	p9Twalk   = 110
+	p9Tread   = 116
+	p9Tclunk  = 120
+)
+
 // rawConn speaks just enough 9P2000.L by hand to send Tflush, which the
 // p9 client never does.
 type rawConn struct {

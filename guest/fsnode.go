@@ -1,0 +1,327 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	iofs "io/fs"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/cred"
+	sfs "sandfs/fs"
+)
+
+// fsTree serves fs/: the guest's file system under the server's root, as
+// fs nodes, read and write. Confinement rests on three rules:
+//
+//   - a node is a path below the root, and every operation reaches it
+//     again with openat2(root, path, RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
+//     RESOLVE_NO_MAGICLINKS) and O_NOFOLLOW: no symbolic link on the way
+//     or at the end is ever followed, and nothing above the root is
+//     reached; names are single components, never "", ".", ".." or with
+//     "/" (checkName);
+//   - walking a symbolic link gives the link itself, which is no
+//     directory (nothing is walked through it), cannot be opened (ELOOP)
+//     and whose text Readlink returns for the client to interpret;
+//   - creations and changes use the *at calls relative to the parent's
+//     descriptor with AT_SYMLINK_NOFOLLOW, or the node's own descriptor
+//     (re-opened through /proc/self/fd, which names that inode, never a
+//     path).
+//
+// Nodes hold no descriptor (a node is forgotten without being closed);
+// an open file's handle holds its own until Close.
+type fsTree struct {
+	root   string
+	rootFD int   // O_PATH descriptor of root, for the life of the server
+	err    error // why root could not be opened
+}
+
+func newFSTree(root string) *fsTree {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fsTree{root: root, rootFD: -1, err: err}
+	}
+	return &fsTree{root: root, rootFD: fd}
+}
+
+// open reaches path (relative to the root, "" for the root) again
+// without following any symbolic link: an O_PATH descriptor unless flags
+// ask for more.
+func (t *fsTree) open(path string, flags int) (int, error) {
+	if t.err != nil {
+		return -1, t.err
+	}
+	if path == "" {
+		path = "."
+	}
+	for {
+		fd, err := unix.Openat2(t.rootFD, path, &unix.OpenHow{
+			Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err == unix.EAGAIN || err == unix.EINTR { // a rename raced the lookup
+			continue
+		}
+		return fd, err
+	}
+}
+
+// with runs f on a descriptor of path opened with flags, then closes it.
+func (t *fsTree) with(path string, flags int, f func(fd int) error) error {
+	fd, err := t.open(path, flags)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return f(fd)
+}
+
+// node makes the node of path from what fstat said of it.
+func (t *fsTree) node(path string, st *unix.Stat_t) sfs.Node {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return &fsDir{fsNode{t: t, path: path, st: *st}}
+	case unix.S_IFLNK:
+		return &fsLink{fsNode{t: t, path: path, st: *st}}
+	}
+	return &fsFile{fsNode{t: t, path: path, st: *st}}
+}
+
+// lookup returns the node of path.
+func (t *fsTree) lookup(path string) (sfs.Node, error) {
+	var st unix.Stat_t
+	if err := t.with(path, unix.O_PATH, func(fd int) error { return fstat(fd, &st) }); err != nil {
+		return nil, err
+	}
+	return t.node(path, &st), nil
+}
+
+// fsNode is what every node of fs/ has: its path and what fstat said
+// when it was found, which the first Stat (the adapter's, right after the
+// lookup) uses; later Stats ask again.
+type fsNode struct {
+	t    *fsTree
+	path string // relative to the root, "" for the root
+	st   unix.Stat_t
+	used atomic.Bool
+}
+
+// fsDir is a directory of fs/, fsFile any other file but a symbolic
+// link, fsLink a symbolic link.
+type (
+	fsDir  struct{ fsNode }
+	fsFile struct{ fsNode }
+	fsLink struct{ fsNode }
+)
+
+var (
+	_ sfs.Dir        = (*fsDir)(nil)
+	_ sfs.Creator    = (*fsDir)(nil)
+	_ sfs.Mkdirer    = (*fsDir)(nil)
+	_ sfs.Remover    = (*fsDir)(nil)
+	_ sfs.Renamer    = (*fsDir)(nil)
+	_ sfs.Linker     = (*fsDir)(nil)
+	_ sfs.Symlinker  = (*fsDir)(nil)
+	_ sfs.Mknoder    = (*fsDir)(nil)
+	_ sfs.Setattrer  = (*fsDir)(nil)
+	_ sfs.StatFSer   = (*fsDir)(nil)
+	_ sfs.Opener     = (*fsFile)(nil)
+	_ sfs.Truncater  = (*fsFile)(nil)
+	_ sfs.Readlinker = (*fsLink)(nil)
+	_ sfs.Opener     = (*fsLink)(nil)
+)
+
+func fstat(fd int, st *unix.Stat_t) error {
+	return unix.Fstatat(fd, "", st, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// procPath names the inode of descriptor fd, never a path.
+func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// checkName refuses names that are not one plain path component.
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return syscall.EINVAL
+	}
+	return nil
+}
+
+func (n *fsNode) child(name string) string {
+	if n.path == "" {
+		return name
+	}
+	return n.path + "/" + name
+}
+
+// Stat implements sfs.Node.Stat: the file's own owner, mode and times.
+func (n *fsNode) Stat(context.Context) (sfs.Attr, error) {
+	if !n.used.Swap(true) {
+		return toAttr(&n.st), nil
+	}
+	var st unix.Stat_t
+	if err := n.t.with(n.path, unix.O_PATH, func(fd int) error { return fstat(fd, &st) }); err != nil {
+		return sfs.Attr{}, err
+	}
+	return toAttr(&st), nil
+}
+
+func toAttr(st *unix.Stat_t) sfs.Attr {
+	return sfs.Attr{
+		Mode:  fileMode(st.Mode),
+		Size:  st.Size,
+		Mtime: time.Unix(st.Mtim.Unix()),
+		Owner: &cred.Owner{UID: st.Uid, GID: st.Gid},
+		Ino:   st.Ino, Nlink: st.Nlink, Rdev: st.Rdev, Blocks: st.Blocks,
+		Atime: time.Unix(st.Atim.Unix()), Ctime: time.Unix(st.Ctim.Unix()),
+	}
+}
+
+// fileMode is the iofs.FileMode of a stat(2) st_mode.
+func fileMode(m uint32) iofs.FileMode {
+	mode := iofs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= iofs.ModeDir
+	case unix.S_IFLNK:
+		mode |= iofs.ModeSymlink
+	case unix.S_IFCHR:
+		mode |= iofs.ModeDevice | iofs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= iofs.ModeDevice
+	case unix.S_IFIFO:
+		mode |= iofs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= iofs.ModeSocket
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= iofs.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= iofs.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= iofs.ModeSticky
+	}
+	return mode
+}
+
+// unixMode is the st_mode of an iofs.FileMode, the inverse of fileMode.
+func unixMode(m iofs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	switch {
+	case m.IsDir():
+		u |= unix.S_IFDIR
+	case m&iofs.ModeSymlink != 0:
+		u |= unix.S_IFLNK
+	case m&iofs.ModeCharDevice != 0:
+		u |= unix.S_IFCHR
+	case m&iofs.ModeDevice != 0:
+		u |= unix.S_IFBLK
+	case m&iofs.ModeNamedPipe != 0:
+		u |= unix.S_IFIFO
+	case m&iofs.ModeSocket != 0:
+		u |= unix.S_IFSOCK
+	default:
+		u |= unix.S_IFREG
+	}
+	if m&iofs.ModeSetuid != 0 {
+		u |= unix.S_ISUID
+	}
+	if m&iofs.ModeSetgid != 0 {
+		u |= unix.S_ISGID
+	}
+	if m&iofs.ModeSticky != 0 {
+		u |= unix.S_ISVTX
+	}
+	return u
+}
+
+// StatFS implements sfs.StatFSer.
+func (n *fsNode) StatFS(context.Context) (sfs.FSStat, error) {
+	var s unix.Statfs_t
+	if err := n.t.with(n.path, unix.O_PATH, func(fd int) error { return unix.Fstatfs(fd, &s) }); err != nil {
+		return sfs.FSStat{}, err
+	}
+	return sfs.FSStat{
+		Type: uint32(s.Type), BlockSize: uint32(s.Bsize), Blocks: s.Blocks, BlocksFree: s.Bfree,
+		BlocksAv: s.Bavail, Files: s.Files, FilesFree: s.Ffree,
+		FSID: uint64(uint32(s.Fsid.Val[0])) | uint64(uint32(s.Fsid.Val[1]))<<32, NameLength: uint32(s.Namelen),
+	}, nil
+}
+
+// Lookup implements sfs.Dir.Lookup.
+func (d *fsDir) Lookup(_ context.Context, name string) (sfs.Node, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	return d.t.lookup(d.child(name))
+}
+
+// List implements sfs.Dir.List: the whole directory, read once with
+// getdents64(2), without "." and "..".
+func (d *fsDir) List(context.Context) ([]sfs.Dirent, error) {
+	var out []sfs.Dirent
+	err := d.t.with(d.path, unix.O_RDONLY|unix.O_DIRECTORY, func(fd int) error {
+		var err error
+		out, err = readDirents(fd)
+		return err
+	})
+	return out, err
+}
+
+// readDirents lists the directory open on fd with getdents64(2).
+func readDirents(fd int) ([]sfs.Dirent, error) {
+	out := []sfs.Dirent{}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			// struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+			ino := *(*uint64)(unsafe.Pointer(&b[0]))
+			reclen := int(*(*uint16)(unsafe.Pointer(&b[16])))
+			if reclen < 19 || reclen > len(b) {
+				return nil, syscall.EIO
+			}
+			typ, name := b[18], b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if s := string(name); s != "." && s != ".." {
+				out = append(out, sfs.Dirent{Name: s, Mode: fileMode(uint32(typ) << 12), Ino: ino})
+			}
+		}
+	}
+}
+
+// Readlink implements sfs.Readlinker.
+func (l *fsLink) Readlink(context.Context) (string, error) {
+	var s string
+	err := l.t.with(l.path, unix.O_PATH, func(fd int) error {
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(fd, "", buf)
+		s = string(buf[:max(n, 0)])
+		return err
+	})
+	return s, err
+}
+
+// Open implements sfs.Opener: a symbolic link is never followed.
+func (l *fsLink) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
+	return nil, syscall.ELOOP
+}
