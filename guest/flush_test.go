@@ -185,3 +185,44 @@ func TestClunkEndsBlockedWrite(t *testing.T) {
 	mustWrite(t, ctl, "signal KILL")
 	waitLine(t, root, n)
 }
+
+// TestClunkOfOtherFidKeepsRead: a lookup of a file beside a read blocked
+// on it (a walk, a stat, a clunk of that other fid, on the same
+// connection) does not end the read: it still gets the output.
+func TestClunkOfOtherFidKeepsRead(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	n, _ := newProcess(t, root, "exec 'read x; echo got $x'")
+	out := openFile(t, root, "procs/"+n+"/stdout", p9.ReadOnly)
+	got := make(chan string, 1)
+	go func() {
+		b := make([]byte, 64)
+		k, err := out.ReadAt(b, 0)
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- string(b[:k])
+	}()
+	time.Sleep(100 * time.Millisecond) // let the read block
+	f, err := walk(t, root, "procs/"+n+"/stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := f.GetAttr(p9.AttrMaskAll); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	time.Sleep(100 * time.Millisecond) // past ninep's interrupt grace
+	in := openFile(t, root, "procs/"+n+"/stdin", p9.WriteOnly)
+	mustWrite(t, in, "a\n")
+	select {
+	case s := <-got:
+		if s != "got a\n" {
+			t.Errorf("blocked read gave %q; want %q", s, "got a\n")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("read did not end")
+	}
+	waitLine(t, root, n)
+}

@@ -218,11 +218,20 @@ func (c *conn) sawFlush(oldtag uint16) {
 	}
 }
 
+// sawClunk interrupts the reads of the clunked fid's path if that fid
+// has a read (or write) in progress: the clunk of a fid that was only
+// walked, stated or read to its end (a lookup beside a blocked read of
+// the same file) interrupts nothing.
 func (c *conn) sawClunk(fid uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.fidPaths[fid]; ok {
-		c.interruptLocked(p)
+		for _, f := range c.readFids {
+			if f == fid {
+				c.interruptLocked(p)
+				break
+			}
+		}
 		delete(c.fidPaths, fid)
 	}
 }

@@ -14,8 +14,10 @@
 // flushed request has finished (p9/server.go, WaitTag). A blocking read
 // (wait) must therefore end by itself when the client gives up. The
 // connection watches its incoming frames (frames.go): a Tflush of a
-// pending Tread, or a Tclunk/Tremove of a fid, cancels the reads blocked
-// on that fid's path on this connection, which then fail with EINTR.
+// pending Tread, or a Tclunk/Tremove of a fid with a Tread pending,
+// cancels the reads blocked on that fid's path on this connection, which
+// then fail with EINTR. Writes to an sfs.BlockingWriter (a guest's
+// stdin) are tracked and cancelled as reads are.
 // Reads are matched by path, not by fid (p9 does not tell a File its fid),
 // so two blocked reads of the same file on one connection end together.
 //
