@@ -42,6 +42,7 @@ var procFiles = sfs.Table[*proc]{
 type slotFile struct {
 	p    *proc
 	mode iofs.FileMode
+	ino  uint64 // slotIno, set by procDir.Lookup
 	open func(ctx context.Context, p *proc, flags sfs.OpenFlags) (sfs.Handle, error)
 }
 
@@ -71,7 +72,11 @@ func textFile(text func(p *proc, ctx context.Context) (string, error), ctl bool)
 }
 
 // Stat implements sfs.Node.Stat.
-func (f *slotFile) Stat(context.Context) (sfs.Attr, error) { return synthAttr(f.mode), nil }
+func (f *slotFile) Stat(context.Context) (sfs.Attr, error) {
+	a := synthAttr(f.mode)
+	a.Ino = f.ino
+	return a, nil
+}
 
 // Open implements sfs.Opener: only for the access the mode shows (the
 // agent's client is root, whom the modes do not stop), and only while the

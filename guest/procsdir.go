@@ -43,7 +43,7 @@ func (d *procsDir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 func (d *procsDir) List(context.Context) ([]sfs.Dirent, error) {
 	out := []sfs.Dirent{{Name: "clone"}}
 	for _, n := range d.s.procs.list() {
-		out = append(out, sfs.Dirent{Name: strconv.Itoa(n), Mode: iofs.ModeDir})
+		out = append(out, sfs.Dirent{Name: strconv.Itoa(n), Mode: iofs.ModeDir, Ino: slotIno(n, 0)})
 	}
 	return out, nil
 }
@@ -59,18 +59,38 @@ func (d *procDir) Stat(context.Context) (sfs.Attr, error) {
 	if d.p.tab.get(d.p.n) != d.p {
 		return sfs.Attr{}, syscall.ENOENT
 	}
-	return synthAttr(iofs.ModeDir | 0o555), nil
+	a := synthAttr(iofs.ModeDir | 0o555)
+	a.Ino = slotIno(d.p.n, 0)
+	return a, nil
 }
 
 // Lookup implements sfs.Dir.Lookup.
-func (d *procDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
+func (d *procDir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 	if d.p.tab.get(d.p.n) != d.p {
 		return nil, syscall.ENOENT // freed meanwhile
 	}
-	return procFiles.Dir(d.p, 0o555, nil).Lookup(ctx, name)
+	for i, e := range procFiles {
+		if e.Name == name {
+			f := e.New(d.p, e.Mode).(*slotFile)
+			f.ino = slotIno(d.p.n, i+1)
+			return f, nil
+		}
+	}
+	return nil, syscall.ENOENT
 }
 
 // List implements sfs.Dir.List.
-func (d *procDir) List(ctx context.Context) ([]sfs.Dirent, error) {
-	return procFiles.Dir(d.p, 0o555, nil).List(ctx)
+func (d *procDir) List(context.Context) ([]sfs.Dirent, error) {
+	out := make([]sfs.Dirent, len(procFiles))
+	for i, e := range procFiles {
+		out[i] = sfs.Dirent{Name: e.Name, Ino: slotIno(d.p.n, i+1)}
+	}
+	return out, nil
 }
+
+// slotIno is the inode number procs/<n>/ (kind 0) and its files (kind
+// i+1, i their row in procFiles) show, the 9P QID path: slot numbers are
+// never reused, so neither are these, and the server keeps no table of
+// them (it would grow with every process). Bit 62 keeps them clear of
+// fs/'s real inode numbers.
+func slotIno(n, kind int) uint64 { return 1<<62 | uint64(n)<<8 | uint64(kind) }
