@@ -284,3 +284,53 @@ func TestFSReaddirPaging(t *testing.T) {
 		t.Errorf("O_APPEND: %q", b)
 	}
 }
+
+// TestFSAttrs: fs/ shows what stat(2) says of a file (owner, mode with
+// its special bits, inode number as the QID path, link count, times),
+// and a symbolic link as one, in getattr and in a listing alike.
+func TestFSAttrs(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	_, root := ts.dial()
+	p := filepath.Join(ts.root, "f")
+	if err := os.WriteFile(p, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Chmod(p, 0o4751) // os.Chmod would drop the setuid bit (0o4000 is not os.ModeSetuid)
+	os.Link(p, filepath.Join(ts.root, "f2"))
+	os.Symlink("f", filepath.Join(ts.root, "l"))
+	var st syscall.Stat_t
+	syscall.Stat(p, &st)
+
+	f, err := walk(t, root, "fs/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _, a, err := f.GetAttr(p9.AttrMaskAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := p9.Attr{Mode: p9.ModeRegular | 0o4751, UID: p9.UID(st.Uid), GID: p9.GID(st.Gid), NLink: 2, Size: 5,
+		MTimeSeconds: uint64(st.Mtim.Sec), MTimeNanoSeconds: uint64(st.Mtim.Nsec)}
+	got := p9.Attr{Mode: a.Mode, UID: a.UID, GID: a.GID, NLink: a.NLink, Size: a.Size,
+		MTimeSeconds: a.MTimeSeconds, MTimeNanoSeconds: a.MTimeNanoSeconds}
+	if got != want || q.Path != st.Ino {
+		t.Errorf("getattr fs/f = %+v, qid %d; want %+v, qid %d", got, q.Path, want, st.Ino)
+	}
+	l, err := walk(t, root, "fs/l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, _, a, err := l.GetAttr(p9.AttrMaskAll); err != nil || q.Type != p9.TypeSymlink || !a.Mode.IsSymlink() {
+		t.Errorf("getattr fs/l = %v %v, %v; want a symlink", q, a.Mode, err)
+	}
+	d := openFile(t, root, "fs", p9.ReadOnly)
+	ents, err := d.Readdir(0, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name == "f" && e.QID.Path != st.Ino || e.Name == "l" && e.QID.Type != p9.TypeSymlink {
+			t.Errorf("readdir entry %q: qid %+v", e.Name, e.QID)
+		}
+	}
+}
