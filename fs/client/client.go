@@ -52,7 +52,7 @@ func Dial(ctx context.Context, addr, token string) (*Client, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	cl, err := p9.NewClient(c, p9.WithMessageSize(msize))
+	cl, err := ninep.NewClient(c, msize)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("dial %s: 9p version: %w", addr, err)

@@ -49,6 +49,13 @@
 // QID paths come from one qids.PathGenerator per Server, one per tree
 // path, so a file keeps its QID path across walks and connections.
 //
+// # Client
+//
+// Every p9 client of the daemon (Remote's sessions, package client) is
+// made with NewClient (p9client.go): p9 shares its response slots among
+// all clients of a process, and a send that fails on one connection
+// would otherwise leave a stale error for a request on another.
+//
 // Lock order: Server.mu and conn.mu are leaves; no File method holds
 // either while calling into the tree.
 package ninep

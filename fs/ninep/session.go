@@ -65,7 +65,7 @@ func (r *Remote) attach(c io.ReadWriteCloser) (*session, error) {
 	}
 	var root p9.File
 	err := Guard(func() error {
-		cl, err := p9.NewClient(c, p9.WithMessageSize(msize))
+		cl, err := NewClient(c, msize)
 		if err != nil {
 			return fmt.Errorf("9p version: %w", err)
 		}
