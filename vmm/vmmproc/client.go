@@ -117,7 +117,32 @@ func (p *Process) Save(ctx context.Context, dir string) error {
 	return p.request(ctx, "save "+msg.Quote(dir))
 }
 
-// Status reads the status file, e.g. "running cpus=2 mem=268435456 pid=1".
+// Snapshot writes a paused machine's snapshot at dir (vmm.Machine.Snapshot):
+// full if parent is "", else a delta over parent, which must lie beside
+// dir and be the machine's last snapshot or the one it was restored from.
+// dir must not exist; the VMM creates its directory (the store) as its own
+// uid, so a jailed VMM's store lies in Jail.Work (root creates nothing
+// there). Whether it was written full is in snapshot.Open(dir).
+func (p *Process) Snapshot(ctx context.Context, dir, parent string) error {
+	m := "snapshot "
+	for i, d := range []string{dir, parent} {
+		if d == "" {
+			continue
+		}
+		if strings.ContainsAny(d, "\n") {
+			return msg.Errorf(syscall.EINVAL, "snapshot: directory %s has a newline", msg.Cite(d))
+		}
+		d, _ = filepath.Abs(d)
+		if i > 0 {
+			m += " "
+		}
+		m += msg.Quote(d)
+	}
+	return p.request(ctx, m)
+}
+
+// Status reads the status file, e.g. "running cpus=2 mem=268435456 pid=1
+// tracking=soft-dirty" (statusFile).
 func (p *Process) Status(ctx context.Context) (string, error) {
 	var st string
 	err := p.do(func(s *session) (err error) {

@@ -17,9 +17,10 @@ type Config struct {
 	MemBytes uint64
 	CPUs     int
 
-	// Restore, if set, is a snapshot directory (StateFile + MemoryFile) to
-	// restore instead of booting; the machine starts paused when
-	// StartPaused, running otherwise.
+	// Restore, if set, is a snapshot directory (package snapshot: meta
+	// and mem, its parents beside it) to restore instead of booting; the
+	// machine starts paused when StartPaused, running otherwise. A jailed
+	// VMM sees its parents only if they are inside Jail.Work (jail.go).
 	Restore     string `json:",omitempty"`
 	StartPaused bool   `json:",omitempty"`
 

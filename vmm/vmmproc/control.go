@@ -6,6 +6,8 @@ import (
 	iofs "io/fs"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"sandfs/ctl/msg"
 	"sandfs/fs"
 	"sandfs/fs/ninep"
+	"sandfs/snapshot"
 	"sandfs/vmm"
 )
 
@@ -22,7 +25,7 @@ import (
 // (package fs's node model, fs/ninep's server) on the control socket:
 //
 //	/ctl       ctlFile     write: one verb (controlVerbs); read: "<id> <state>"
-//	/status    statusFile  "<state> cpus=<n> mem=<bytes> pid=<pid>"
+//	/status    statusFile  "<state> cpus=<n> mem=<bytes> pid=<pid> tracking=<t>"
 //	/err       errFile     the text of the last failed ctl write
 //
 // A failed write returns the verb's errno (9P2000.L Rlerror carries no
@@ -46,6 +49,8 @@ type machine interface {
 	Resume() error
 	Paused() bool
 	SaveDir(dir string) error
+	Snapshot(dir, parent string) (*snapshot.Snapshot, error)
+	DirtyTracking() string
 	Stop()
 	Exit() (vmm.ExitReason, error)
 	CPUs() int
@@ -93,7 +98,9 @@ var controlVerbs = msg.Table[controlVerb, msg.Stateless]{
 	{Name: "resume", Usage: "resume", Run: (*control).resume,
 		Doc: "run the vCPUs again (nothing if not paused)."},
 	{Name: "save", Usage: "save <dir>", Min: 1, Max: 1, Run: (*control).save,
-		Doc: "paused only (EBUSY otherwise): write <dir>/state.json and <dir>/mem."},
+		Doc: "paused only (EBUSY otherwise): write the full snapshot <dir> (meta and mem; an empty <dir> is replaced)."},
+	{Name: "snapshot", Usage: "snapshot <dir> [<parent>]", Min: 1, Max: 2, Run: (*control).snapshot,
+		Doc: "paused only (EBUSY otherwise): write the snapshot <dir> (which must not exist; its directory is created), atomically: full, or with <parent> (a sibling of <dir>: the machine's last snapshot or the one it was restored from) a delta of the pages dirtied since; written full when the chain is due for compaction."},
 	{Name: "stop", Usage: "stop", Run: (*control).stop,
 		Doc: "stop the machine; the process then exits with status 0."},
 }
@@ -134,6 +141,28 @@ func (c *control) message(m []byte) error {
 func (c *control) pause([]string) error  { return c.m.Pause() }
 func (c *control) resume([]string) error { return c.m.Resume() }
 func (c *control) save(a []string) error { return c.m.SaveDir(a[0]) }
+
+// snapshot creates dir's store (as the VMM's own uid: in the jail, only
+// inside Jail.Work) and writes the snapshot (vmm.Machine.Snapshot).
+func (c *control) snapshot(a []string) error {
+	dir, parent := a[0], ""
+	if len(a) == 2 {
+		parent = a[1]
+	}
+	for _, p := range a {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return msg.Errorf(unix.EINVAL, "snapshot: %s is not an absolute, clean path", msg.Cite(p))
+		}
+	}
+	if parent != "" && filepath.Dir(parent) != filepath.Dir(dir) {
+		return msg.Errorf(unix.EINVAL, "snapshot: parent %s is not beside %s", msg.Cite(parent), msg.Cite(dir))
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	_, err := c.m.Snapshot(dir, parent)
+	return err
+}
 
 // stop marks the control stopped before it stops the machine: the
 // process, seeing the machine end, then waits for this write's reply.

@@ -15,6 +15,7 @@ import (
 
 	"sandfs/ctl/msg"
 	"sandfs/fs"
+	"sandfs/snapshot"
 	"sandfs/vmm"
 )
 
@@ -40,6 +41,12 @@ func TestControlMessages(t *testing.T) {
 		{"pause", syscall.EBUSY, "pause: not started"},
 		{"resume\n", 0, ""}, // not paused: no-op
 		{"save /tmp/x", syscall.EBUSY, "save: machine is not paused"},
+		{"snapshot", syscall.EINVAL, `snapshot: missing argument "snapshot" (usage: snapshot <dir> [<parent>])`},
+		{"snapshot /a /b /c", syscall.EINVAL, `snapshot: too many arguments "snapshot /a /b /c" (usage: snapshot <dir> [<parent>])`},
+		{"snapshot s1", syscall.EINVAL, `snapshot: "s1" is not an absolute, clean path`},
+		{"snapshot /x/../s1", syscall.EINVAL, `snapshot: "/x/../s1" is not an absolute, clean path`},
+		{"snapshot /x/s2 s1", syscall.EINVAL, `snapshot: "s1" is not an absolute, clean path`},
+		{"snapshot /x/s2 /y/s1", syscall.EINVAL, `snapshot: parent "/y/s1" is not beside "/x/s2"`},
 		{"x-syscall 39", syscall.EINVAL, `ctl: unknown verb "x-syscall"`}, // test hooks off
 	} {
 		c.lastErr = "(before)"
@@ -61,7 +68,7 @@ func TestControlMessages(t *testing.T) {
 	if got := text(t, &ctlFile{c: c}); got != "t1 running\n" {
 		t.Errorf("ctl = %q; want %q", got, "t1 running\n")
 	}
-	if got, want := text(t, &statusFile{c: c}), fmt.Sprintf("running cpus=0 mem=134217728 pid=%d\n", os.Getpid()); got != want {
+	if got, want := text(t, &statusFile{c: c}), fmt.Sprintf("running cpus=0 mem=134217728 pid=%d tracking=dirty-log\n", os.Getpid()); got != want {
 		t.Errorf("status = %q; want %q", got, want)
 	}
 	c.cfg.TestHooks = true
@@ -70,6 +77,27 @@ func TestControlMessages(t *testing.T) {
 	}
 	if err := c.message([]byte("x-syscall 1000000")); msg.Errno(err) != syscall.ENOSYS {
 		t.Errorf("x-syscall 1000000 with test hooks = %v; want ENOSYS", err)
+	}
+}
+
+// TestControlSnapshot checks that the snapshot verb creates the store
+// and hands the machine its directory and parent, and that the client's
+// Snapshot sends them.
+func TestControlSnapshot(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "snaps")
+	m := &fakeMachine{}
+	c := newControl(m, &Config{ID: "t1"}, nil)
+	for _, in := range []string{"snapshot " + store + "/s1", "snapshot " + store + "/s2 " + store + "/s1"} {
+		if err := c.message([]byte(in)); msg.Errno(err) != syscall.EBUSY || err.Error() != "snapshot: machine is not paused" {
+			t.Errorf("%s = %v; want EBUSY snapshot: machine is not paused", in, err)
+		}
+	}
+	if fi, err := os.Stat(store); err != nil || !fi.IsDir() {
+		t.Errorf("the store was not created: %v", err)
+	}
+	want := []string{store + "/s1 ", store + "/s2 " + store + "/s1"}
+	if fmt.Sprint(m.snaps) != fmt.Sprint(want) {
+		t.Errorf("Snapshot calls %q; want %q", m.snaps, want)
 	}
 }
 
@@ -129,6 +157,16 @@ func TestControlOver9P(t *testing.T) {
 	if err := p.Resume(ctx); err != nil {
 		t.Errorf("Resume() = %v", err)
 	}
+	snap := filepath.Join(dir, "snaps", "it's 2")
+	if err := p.Snapshot(ctx, snap, filepath.Join(dir, "snaps", "s1")); msg.Errno(err) != syscall.EBUSY {
+		t.Errorf("Snapshot() = %v; want EBUSY", err)
+	}
+	if want := snap + " " + filepath.Join(dir, "snaps", "s1"); len(m.snaps) != 1 || m.snaps[0] != want {
+		t.Errorf("Snapshot calls %q; want [%q]", m.snaps, want)
+	}
+	if err := p.Snapshot(ctx, "/x/a\nstop", ""); msg.Errno(err) != syscall.EINVAL || m.stopped.Load() {
+		t.Errorf("Snapshot(newline) = %v; want EINVAL, no stop", err)
+	}
 	done, stop := context.WithCancel(ctx)
 	stop()
 	if err := p.Resume(done); err == nil {
@@ -152,6 +190,7 @@ func TestControlOver9P(t *testing.T) {
 type fakeMachine struct {
 	mem     uint64
 	stopped atomic.Bool
+	snaps   []string // Snapshot's arguments, "dir parent"
 }
 
 func (f *fakeMachine) Pause() error  { return msg.Errorf(syscall.EBUSY, "pause: not started") }
@@ -160,6 +199,11 @@ func (f *fakeMachine) Paused() bool  { return false }
 func (f *fakeMachine) SaveDir(string) error {
 	return fmt.Errorf("save: %w", vmm.ErrNotPaused)
 }
+func (f *fakeMachine) Snapshot(dir, parent string) (*snapshot.Snapshot, error) {
+	f.snaps = append(f.snaps, dir+" "+parent)
+	return nil, fmt.Errorf("snapshot: %w", vmm.ErrNotPaused)
+}
+func (f *fakeMachine) DirtyTracking() string         { return vmm.TrackDirtyLog }
 func (f *fakeMachine) Stop()                         { f.stopped.Store(true) }
 func (f *fakeMachine) Exit() (vmm.ExitReason, error) { return vmm.ExitRunning, nil }
 func (f *fakeMachine) CPUs() int                     { return 0 }

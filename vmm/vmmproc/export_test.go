@@ -22,3 +22,12 @@ func CheckAttacks(t *testing.T, out string, cfg *Config, lns []net.Listener, bef
 	t.Helper()
 	checkAttacks(t, out, cfg, lns, before, base, true)
 }
+
+// Attach is a client of the control socket of a VMM that ctl's runtime
+// started (its Process is the runtime's); its session ends with t.
+func Attach(t *testing.T, socket string) *Process {
+	p := &Process{cfg: Config{Socket: socket}, done: make(chan struct{}), exited: make(chan struct{})}
+	p.sess = newSession(socket, p.check)
+	t.Cleanup(p.sess.close)
+	return p
+}

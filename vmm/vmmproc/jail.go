@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/msg"
+	"sandfs/snapshot"
 )
 
 // The VMM's root, after Firecracker's jailer (docs/jailer.md: a chroot
@@ -24,7 +27,9 @@ import (
 //	                           guest→host sockets <uds>_<port> the VMM dials
 //	<Disks[i].Path>            each disk image outside Work; read-only when it is an
 //	                           overlay's base or a read-only disk
-//	<Restore>                  a snapshot outside Work, read-only
+//	<Restore>                  a full snapshot outside Work, read-only (a delta's
+//	                           parents, its siblings, must be visible: a chain
+//	                           is restored from a store inside Work)
 //	/dev/kvm                   until the machine exists; unmounted before the uid drop
 //
 // Then pivot_root (or, where / is the initramfs, which pivot_root refuses,
@@ -150,6 +155,25 @@ func enterJail(cfg *Config) error {
 		return fmt.Errorf("jail: make the root read-only: %w", err)
 	}
 	return pivotInto(j.Root)
+}
+
+// checkRestoreChain, in the jail, refuses a delta to restore from
+// outside Jail.Work with a clear error: the jail shows only the
+// snapshot's own directory there, not the parents beside it. Only the
+// snapshot's meta is read (bounded, checked: snapshot.Open).
+func checkRestoreChain(cfg *Config) error {
+	w := cfg.Jail.Work
+	if cfg.Restore == "" || (w != "" && strings.HasPrefix(cfg.Restore, w+"/")) {
+		return nil
+	}
+	s, err := snapshot.Open(cfg.Restore)
+	if err != nil {
+		return fmt.Errorf("jail: %w", err)
+	}
+	if !s.Full() {
+		return msg.Errorf(unix.EXDEV, "jail: snapshot %s is a delta outside the work directory %s: restore a chain from a store inside it", msg.Cite(cfg.Restore), msg.Cite(w))
+	}
+	return nil
 }
 
 // bindMounts bind-mounts each of ms at its own path under root, then

@@ -153,17 +153,24 @@ func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *
 		mc.Kernel, mc.Initrd = img.kernel, img.initrd
 	}
 	if cfg.Jail.Root != "" {
-		// The jail has no /proc; SaveMemory reads the pagemap.
-		if cfg.Restore == "" {
-			pm, err := os.Open("/proc/self/pagemap")
-			if err != nil {
-				return nil, img, nil, err
-			}
-			mc.Pagemap = pm
+		// The jail has no /proc: the pagemap (full snapshots of fresh RAM,
+		// soft-dirty) and clear_refs (soft-dirty's re-arm) are opened
+		// here, for boots and restores alike. Without clear_refs (a host
+		// without it) the machine tracks with KVM's dirty log.
+		pm, err := os.Open("/proc/self/pagemap")
+		if err != nil {
+			return nil, img, nil, err
+		}
+		mc.Pagemap = pm
+		if cr, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0); err == nil {
+			mc.ClearRefs = cr
 		}
 		// From here on every path resolves in the jail (jail.go): the
 		// snapshot, the disks, the vsock socket.
 		if err := enterJail(cfg); err != nil {
+			return nil, img, nil, err
+		}
+		if err := checkRestoreChain(cfg); err != nil {
 			return nil, img, nil, err
 		}
 	}

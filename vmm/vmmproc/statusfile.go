@@ -13,10 +13,11 @@ import (
 // statusFile serves /status, one line in fixed field order (new fields
 // go at the end), e.g.
 //
-//	running cpus=2 mem=268435456 pid=1
+//	running cpus=2 mem=268435456 pid=1 tracking=soft-dirty
 //
 // state: running, paused or ended:<reason>; pid in the process's own PID
-// namespace (1 when jailed).
+// namespace (1 when jailed); tracking: how the next snapshot finds the
+// dirty pages, soft-dirty or dirty-log (vmm.Machine.DirtyTracking).
 type statusFile struct {
 	c    *control
 	mode iofs.FileMode
@@ -29,6 +30,6 @@ func (f *statusFile) Stat(context.Context) (fs.Attr, error) { return fs.FileAttr
 
 // Text implements fs.Source.
 func (f *statusFile) Text(ctx context.Context, b *bytes.Buffer) error {
-	fmt.Fprintf(b, "%s cpus=%d mem=%d pid=%d\n", f.c.state(), f.c.m.CPUs(), f.c.m.MemBytes(), os.Getpid())
+	fmt.Fprintf(b, "%s cpus=%d mem=%d pid=%d tracking=%s\n", f.c.state(), f.c.m.CPUs(), f.c.m.MemBytes(), os.Getpid(), f.c.m.DirtyTracking())
 	return nil
 }
