@@ -21,17 +21,7 @@ import (
 // vsock; pause, resume and stop work; no error after stop.
 func TestVMMRuntime(t *testing.T) {
 	testenv.NeedGuests(t)
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := func(k, rel string) string {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-		return filepath.Join(root, rel)
-	}
-	kernel, templates, bin := env("SANDFS_KERNEL", "build/vmlinuz"), env("SANDFS_TEMPLATES", "build/templates"), env("SANDFS_BIN", "bin/sandfs")
+	kernel, templates, bin := testenv.Kernel(), testenv.Templates(), testenv.Built("SANDFS_BIN", "bin/sandfs")
 	for _, p := range []string{kernel, filepath.Join(templates, "base.ext4"), bin} {
 		testenv.NeedFile(t, p, "make build kernel template")
 	}

@@ -18,7 +18,7 @@ func newTestMachine(t *testing.T, cpus int, mode string, con *console, memFile s
 		t.Fatal(err)
 	}
 	m, err := NewMachine(MachineConfig{
-		MemBytes: 256 << 20, CPUs: cpus, Kernel: k, Initrd: testInitrd(t),
+		MemBytes: 256 << 20, CPUs: cpus, Kernel: k, Initrd: testguest.Initrd(t),
 		Cmdline: "quiet " + testguest.Mode + "=" + mode, Console: con, MemFile: memFile,
 	})
 	if err != nil {
@@ -152,7 +152,7 @@ func TestBootLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	con := &console{}
-	m, err := NewMachine(MachineConfig{MemBytes: 256 << 20, CPUs: 2, Kernel: k, Initrd: testInitrd(t),
+	m, err := NewMachine(MachineConfig{MemBytes: 256 << 20, CPUs: 2, Kernel: k, Initrd: testguest.Initrd(t),
 		Cmdline: "loglevel=7 " + testguest.Mode + "=reboot", Console: con})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package vmm
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,28 +28,12 @@ func needKVM(t *testing.T) {
 	testenv.NeedGuests(t)
 }
 
+// kernelPath is the guest kernel (testenv.Kernel), which must exist.
 func kernelPath(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("SANDFS_KERNEL")
-	if p == "" {
-		p, _ = filepath.Abs("../build/vmlinuz")
-	}
+	p := testenv.Kernel()
 	testenv.NeedFile(t, p, "make kernel")
 	return p
-}
-
-var (
-	initrdOnce sync.Once
-	initrdData []byte
-	initrdErr  error
-)
-
-func testInitrd(t *testing.T) []byte {
-	initrdOnce.Do(func() { initrdData, initrdErr = testguest.Initramfs() })
-	if initrdErr != nil {
-		t.Fatal(initrdErr)
-	}
-	return initrdData
 }
 
 // console is a goroutine-safe buffer for the guest's serial output.

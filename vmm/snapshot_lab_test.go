@@ -32,7 +32,7 @@ func newDirtyGuest(t *testing.T, mem uint64, tracking, snap string) *dirtyGuest 
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Kernel, cfg.Initrd = k, testInitrd(t)
+		cfg.Kernel, cfg.Initrd = k, testguest.Initrd(t)
 	} else {
 		cfg.MemFile = filepath.Join(snap, MemoryFile)
 	}

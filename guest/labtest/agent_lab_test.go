@@ -41,14 +41,6 @@ func need(t *testing.T, what string, err error) {
 	testenv.Need(t, err == nil, fmt.Sprintf("needs %s: %v", what, err))
 }
 
-func file(env, rel string) string {
-	if p := os.Getenv(env); p != "" {
-		return p
-	}
-	p, _ := filepath.Abs(filepath.Join("../..", rel))
-	return p
-}
-
 // vm is a booted template and the VMM process running it.
 type vm struct {
 	t   *testing.T
@@ -60,10 +52,10 @@ type vm struct {
 func bootVM(t *testing.T, extraCmdline string) (*vm, p9.File) {
 	t.Helper()
 	testenv.NeedGuests(t)
-	kernel := file("SANDFS_KERNEL", "build/vmlinuz")
+	kernel := testenv.Kernel()
 	_, err := os.Stat(kernel)
 	need(t, "a kernel (make kernel)", err)
-	tmplDir := file("SANDFS_TEMPLATES", "build/templates")
+	tmplDir := testenv.Templates()
 	base := filepath.Join(tmplDir, "base.ext4")
 	_, err = os.Stat(base)
 	need(t, "the base template (make template)", err)

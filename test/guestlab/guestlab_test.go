@@ -45,26 +45,9 @@ func need(t testing.TB) {
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return d
-}
-
-// repo is the checkout: its build/ and bin/ hold what the tests run
-// (in the lab, /opt/sandfs, the same checkout).
-func repo() string {
-	r, err := testenv.RepoRoot()
-	if err != nil {
-		return "/opt/sandfs"
-	}
-	return r
-}
-
-func kernel() string    { return envOr("SANDFS_KERNEL", filepath.Join(repo(), "build/vmlinuz")) }
-func templates() string { return envOr("SANDFS_TEMPLATES", filepath.Join(repo(), "build/templates")) }
-func sandfsBin() string { return envOr("SANDFS_BIN", filepath.Join(repo(), "bin/sandfs")) }
+func kernel() string    { return testenv.Kernel() }
+func templates() string { return testenv.Templates() }
+func sandfsBin() string { return testenv.Built("SANDFS_BIN", "bin/sandfs") }
 
 // daemon is a `sandfs serve` with a FUSE mount and a 9P socket.
 type daemon struct {
@@ -488,7 +471,7 @@ func BenchmarkGuestRatios(b *testing.B) {
 // answers. The CLI finds this daemon through $SANDFS_ADDR.
 func TestDocLabTranscripts(t *testing.T) {
 	need(t)
-	ts, err := transcript.Parse(filepath.Join(repo(), "docs/filesystem.md"))
+	ts, err := transcript.Parse(testenv.Built("", "docs/filesystem.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

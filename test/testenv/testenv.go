@@ -162,3 +162,24 @@ func NeedFUSE(t testing.TB) {
 	}
 	Need(t, err == nil, fmt.Sprintf("FUSE: %v", err))
 }
+
+// Built is a build output the tests use: the path in the environment
+// variable env when set (the lab sets SANDFS_KERNEL and SANDFS_TEMPLATES
+// to its own checkout's), else rel under the checkout. It does not check
+// that the file exists: NeedFile does.
+func Built(env, rel string) string {
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return rel
+	}
+	return filepath.Join(root, rel)
+}
+
+// Kernel is the guest kernel, build/vmlinuz (make kernel).
+func Kernel() string { return Built("SANDFS_KERNEL", "build/vmlinuz") }
+
+// Templates is the template directory, build/templates (make template).
+func Templates() string { return Built("SANDFS_TEMPLATES", "build/templates") }

@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"sync"
+	"testing"
 
 	"sandfs/test/cpio"
 )
@@ -37,4 +39,21 @@ func Initramfs() ([]byte, error) {
 		return nil, fmt.Errorf("self initramfs: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+var self struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// Initrd is Initramfs for a test, built once per test binary; a failure
+// fails the test.
+func Initrd(t testing.TB) []byte {
+	t.Helper()
+	self.once.Do(func() { self.data, self.err = Initramfs() })
+	if self.err != nil {
+		t.Fatal(self.err)
+	}
+	return self.data
 }

@@ -34,17 +34,7 @@ import (
 func TestJailedVMMAttacks(t *testing.T) {
 	testenv.NeedGuests(t)
 	testenv.NeedRoot(t)
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := func(k, rel string) string {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-		return filepath.Join(root, rel)
-	}
-	kernel, templates := env("SANDFS_KERNEL", "build/vmlinuz"), env("SANDFS_TEMPLATES", "build/templates")
+	kernel, templates := testenv.Kernel(), testenv.Templates()
 	testenv.NeedFile(t, filepath.Join(templates, "base.ext4"), "make template")
 	testenv.NeedFile(t, kernel, "make kernel")
 	exe, err := os.Executable()

@@ -27,7 +27,7 @@ func launchConfig(t *testing.T, dir, mode string) Config {
 	needKVM(t)
 	initrd := filepath.Join(dir, "initrd")
 	if _, err := os.Stat(initrd); err != nil {
-		if err := os.WriteFile(initrd, testInitrd(t), 0o644); err != nil {
+		if err := os.WriteFile(initrd, testguest.Initrd(t), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

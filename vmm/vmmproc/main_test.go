@@ -2,9 +2,7 @@ package vmmproc
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,28 +49,12 @@ func needKVM(t *testing.T) {
 	testenv.NeedGuests(t)
 }
 
+// kernelPath is the guest kernel (testenv.Kernel), which must exist.
 func kernelPath(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("SANDFS_KERNEL")
-	if p == "" {
-		p, _ = filepath.Abs("../build/vmlinuz")
-	}
+	p := testenv.Kernel()
 	testenv.NeedFile(t, p, "make kernel")
 	return p
-}
-
-var (
-	initrdOnce sync.Once
-	initrdData []byte
-	initrdErr  error
-)
-
-func testInitrd(t *testing.T) []byte {
-	initrdOnce.Do(func() { initrdData, initrdErr = testguest.Initramfs() })
-	if initrdErr != nil {
-		t.Fatal(initrdErr)
-	}
-	return initrdData
 }
 
 const bootTimeout = 60 * time.Second // nested KVM under TCG is slow
@@ -87,7 +69,7 @@ func newTestMachine(t *testing.T, cpus int, mode string) *vmm.Machine {
 		t.Fatal(err)
 	}
 	m, err := vmm.NewMachine(vmm.MachineConfig{
-		MemBytes: 256 << 20, CPUs: cpus, Kernel: k, Initrd: testInitrd(t),
+		MemBytes: 256 << 20, CPUs: cpus, Kernel: k, Initrd: testguest.Initrd(t),
 		Cmdline: "quiet " + testguest.Mode + "=" + mode,
 	})
 	if err != nil {

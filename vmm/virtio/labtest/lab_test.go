@@ -45,14 +45,6 @@ func need(t *testing.T, ok bool, why string) {
 	testenv.Need(t, ok, why)
 }
 
-func repoFile(env, rel string) string {
-	if p := os.Getenv(env); p != "" {
-		return p
-	}
-	p, _ := filepath.Abs(filepath.Join("../../..", rel))
-	return p
-}
-
 type console struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -109,10 +101,10 @@ func ifaceUp(name string) error {
 // checks each end to end.
 func TestDevicesInGuest(t *testing.T) {
 	testenv.NeedGuests(t)
-	kernelPath := repoFile("SANDFS_KERNEL", "build/vmlinuz")
+	kernelPath := testenv.Kernel()
 	_, err := os.Stat(kernelPath)
 	need(t, err == nil, fmt.Sprintf("no kernel: %v", err))
-	base := filepath.Join(repoFile("SANDFS_TEMPLATES", "build/templates"), "base.ext4")
+	base := filepath.Join(testenv.Templates(), "base.ext4")
 	baseInfo, err := os.Stat(base)
 	need(t, err == nil, fmt.Sprintf("no template image: %v", err))
 	kernel, err := os.ReadFile(kernelPath)

@@ -201,10 +201,10 @@ func (w *frameWatch) saw(marker string) bool {
 // reboot.
 func TestSaveRestore(t *testing.T) {
 	testenv.NeedGuests(t)
-	kernelPath := repoFile("SANDFS_KERNEL", "build/vmlinuz")
+	kernelPath := testenv.Kernel()
 	_, err := os.Stat(kernelPath)
 	need(t, err == nil, fmt.Sprintf("no kernel: %v", err))
-	base := filepath.Join(repoFile("SANDFS_TEMPLATES", "build/templates"), "base.ext4")
+	base := filepath.Join(testenv.Templates(), "base.ext4")
 	_, err = os.Stat(base)
 	need(t, err == nil, fmt.Sprintf("no template image: %v", err))
 	kernel, err := os.ReadFile(kernelPath)
