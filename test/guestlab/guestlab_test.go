@@ -509,17 +509,18 @@ func TestDocLabTranscripts(t *testing.T) {
 // started right after the write. It runs the case on a warm sandbox
 // many times and on fresh sandboxes (the first exec in a guest just
 // booted), alternating two readers: read(2) of 128 KiB, which must see
-// the line at once (here: within 5 s) every time, and the lab's cat
-// (busybox), which copies with sendfile(2) into its stdout pipe. The
+// the line at once (while the command still runs) every time, and the
+// lab's cat (busybox), which copies with sendfile(2) into its stdout pipe. The
 // second is the delay of docs/filesystem.md: after a short first part,
 // cat's next sendfile holds its output pipe's lock while the FUSE read
 // under it waits for more output, so the line already in the pipe
 // cannot be read out of it until the command writes again or exits.
 // That case is counted and logged; it fails the test only with
-// SANDFS_TEST_EXEC_STREAM_CAT=1 (it is open). When a line is late the
-// same slot's procs/<n>/stdout and execstatus are read beside it, so
-// the failure says where the line is (an empty stdout: the daemon has
-// taken it from the agent). SANDFS_TEST_EXEC_STREAM_WARM and _FRESH set
+// SANDFS_TEST_EXEC_STREAM_CAT=1 (it is open). Late is not a time: the
+// line is late when it comes only as the command ends (execstatus no
+// longer running), so a slow lab cannot fail the test. (The line is
+// not looked for in procs/<n>/stdout beside the reader: that read would
+// take it.) SANDFS_TEST_EXEC_STREAM_WARM and _FRESH set
 // the number of runs (30 and 3).
 func TestExecStream(t *testing.T) {
 	need(t)
@@ -547,10 +548,10 @@ func TestExecStream(t *testing.T) {
 		}
 	}
 	if n := late["read(2)"]; n > 0 {
-		t.Errorf("%d of %d runs: the first line of `echo started; sleep 20` did not reach a read(2) of exec within 5s", n, (warm+fresh+1)/2)
+		t.Errorf("%d of %d runs: the first line of `echo started; sleep 20` did not reach a read(2) of exec before the command ended", n, (warm+fresh+1)/2)
 	}
 	if n := late["cat"]; n > 0 {
-		msg := fmt.Sprintf("%d of %d runs: the first line did not reach busybox cat (sendfile) within 5s (known, open)", n, (warm+fresh)/2)
+		msg := fmt.Sprintf("%d of %d runs: the first line did not reach busybox cat (sendfile) before the command ended (known, open)", n, (warm+fresh)/2)
 		if os.Getenv("SANDFS_TEST_EXEC_STREAM_CAT") == "1" {
 			t.Error(msg)
 		} else {
@@ -604,28 +605,29 @@ func (d *daemon) streamsAtOnce(t *testing.T, id string, i int, reader string) bo
 			got <- string(b[:n])
 		}()
 	}
+	// The known delay holds the line until the command writes again or
+	// exits (at 20 s): a line that comes while the command still runs
+	// came at once, however slow the lab; one that comes only as the
+	// command ends, or not at all, was held. (The bound is a guard
+	// against a hang, not the measure.)
 	var out string
 	select {
 	case out = <-got:
-	case <-time.After(5 * time.Second):
-		err = errors.New("timed out")
+	case <-time.After(2 * time.Minute):
+		err = errors.New("no line and no EOF within 2 min; the command ends at 20 s")
 	}
 	first := time.Since(t1)
-	if out == "started\n" {
+	st, _ := d.sh(t, "cat sandboxes/"+id+"/execstatus")
+	running := strings.Contains(st, " running ")
+	if out == "started\n" && running {
 		t.Logf("run %d (%s, %s): write %v, first line %v", i, id, reader, wrote.Round(time.Millisecond), first.Round(time.Millisecond))
 		return true
 	}
-	st, _ := d.sh(t, "cat sandboxes/"+id+"/execstatus")
-	slot, _, _ := strings.Cut(st, " ")
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel2()
-	t2 := time.Now()
-	again, err2 := exec.CommandContext(ctx2, "head", "-c", "8", filepath.Join(sb, "procs", slot, "stdout")).Output()
 	logf := t.Errorf
 	if reader == "cat" {
 		logf = t.Logf
 	}
-	logf("run %d (%s, %s): exec read after %v: %q, %v; execstatus %q; procs/%s/stdout read beside it: %q, %v after %v",
-		i, id, reader, first.Round(time.Millisecond), out, err, strings.TrimSpace(st), slot, again, err2, time.Since(t2).Round(time.Millisecond))
+	logf("run %d (%s, %s): exec read after %v: %q, %v; execstatus %q then (the line came only when the command ended)",
+		i, id, reader, first.Round(time.Millisecond), out, err, strings.TrimSpace(st))
 	return false
 }
