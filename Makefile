@@ -38,7 +38,7 @@ test-unit:
 # one worker per core. A failing input is written to the package's
 # testdata/fuzz/<Target>/ (commit it: it becomes a seed).
 FUZZTIME ?= 10s
-FUZZ_TARGETS = ./ctl/msg:FuzzSplit ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage
+FUZZ_TARGETS = ./ctl/msg:FuzzSplit ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage ./snapshot:FuzzDecode
 fuzz:
 	@rc=0; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t#*:}; \
