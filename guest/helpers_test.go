@@ -12,6 +12,7 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
+	"sandfs/fs/ninep"
 	"sandfs/test/testenv"
 )
 
@@ -55,11 +56,15 @@ func (ts *testServer) dial() (*p9.Client, p9.File) {
 	}
 	sc, cc := mk(fds[0]), mk(fds[1])
 	go ts.srv.ServeConn(sc)
-	cl, root, err := Dial(cc)
+	cl, err := ninep.NewClient(cc, 512<<10)
 	if err != nil {
 		ts.t.Fatal(err)
 	}
 	ts.t.Cleanup(func() { cl.Close() })
+	root, err := cl.Attach("/")
+	if err != nil {
+		ts.t.Fatal(err)
+	}
 	return cl, root
 }
 

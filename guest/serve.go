@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hugelgupf/p9/p9"
-
 	"sandfs/ctl/cred"
 	"sandfs/fs/ninep"
 )
@@ -99,24 +97,4 @@ func (s *Server) Serve(l net.Listener) error {
 // ends, every read blocked on it ends.
 func (s *Server) ServeConn(c net.Conn) {
 	s.tree.ServeConnAs(context.Background(), c, cred.Cred{})
-}
-
-// Dial attaches to a guest agent over conn (for the host daemon: conn
-// is the VMM's hybrid vsock after "CONNECT 564"). The returned file is
-// the agent's root. A blocking read (stdout, stderr, wait) ends when its
-// file is closed (Tclunk) or the client is closed. It holds the p9
-// server's rename lock for its connection while it waits, so use one
-// connection for streaming procs/ files and another for fs/ work that
-// renames.
-func Dial(conn net.Conn) (*p9.Client, p9.File, error) {
-	c, err := p9.NewClient(conn, p9.WithMessageSize(512<<10))
-	if err != nil {
-		return nil, nil, err
-	}
-	root, err := c.Attach("/")
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return c, root, nil
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
-	"sandfs/guest"
+	"sandfs/fs/ninep"
 	"sandfs/test/testenv"
 	"sandfs/vmm/virtio/vsock/hybrid"
 	"sandfs/vmm/vmmproc"
@@ -105,7 +105,11 @@ func (v *vm) launch() p9.File {
 		if err == nil {
 			var cl *p9.Client
 			var root p9.File
-			cl, root, err = guest.Dial(c)
+			if cl, err = ninep.NewClient(c, 512<<10); err == nil {
+				if root, err = cl.Attach("/"); err != nil {
+					cl.Close()
+				}
+			}
 			if err == nil {
 				t.Cleanup(func() { cl.Close() })
 				t.Logf("agent answered %v after launch", time.Since(start).Round(time.Millisecond))
