@@ -102,7 +102,7 @@ func (g *guestLink) Close() error { return g.r.Close() }
 // ("procs" or "fs") for sandbox sb. Its Stat answers without the guest,
 // so that listing a sandbox never waits for it.
 func newGuestBind(sb *ctl.Sandbox, name string, mode iofs.FileMode) sfs.Node {
-	o := ninep.BindOptions{Links: name == "fs", Messages: name == "procs"}
+	o := ninep.BindOptions{Links: name == "fs", Messages: name == "procs", ReadAhead: name == "fs"}
 	return linkOf(sb).r.Bind(name, sfs.Attr{Mode: iofs.ModeDir | mode.Perm()}, o)
 }
 

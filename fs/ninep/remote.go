@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,6 +61,8 @@ type Remote struct {
 	dialing chan struct{} // closed when the dial of sess in progress ends; nil: none
 	idle    []*session    // private sessions free for reuse, at most maxIdle
 	closed  bool
+
+	raHeld atomic.Int64 // bytes held in read-ahead windows (readAheadBudget)
 }
 
 // Options configure a Remote.

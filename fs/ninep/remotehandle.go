@@ -30,6 +30,8 @@ type remoteHandle struct {
 	f  p9.File    // nil: closed, or dropped after an interrupt
 
 	reading atomic.Int32 // reads in flight (a private session with one cannot be reused)
+
+	ra *readAhead // nil: reads go to the server as asked (remoteahead.go)
 }
 
 var _ sfs.Handle = (*remoteHandle)(nil)
@@ -92,15 +94,18 @@ func (h *remoteHandle) file(ctx context.Context) (*session, p9.File, error) {
 // drop forgets fid f after an interrupted request; a private session is
 // closed, which ends the request in any server; a shared fid is clunked,
 // which ends it in a sandfs server.
+// Of several reads of f interrupted at once (a read-ahead window's),
+// only the first clunks it.
 func (h *remoteHandle) drop(s *session, f p9.File) {
 	h.mu.Lock()
-	if h.f == f {
+	current := h.f == f
+	if current {
 		h.f = nil
 	}
 	h.mu.Unlock()
 	if h.private {
 		s.kill(errors.New("interrupted"))
-	} else {
+	} else if current {
 		go f.Close()
 	}
 }
@@ -108,8 +113,18 @@ func (h *remoteHandle) drop(s *session, f p9.File) {
 // Read implements fs.Handle.Read. A read that blocks ends when the server
 // has data, the file ends (EOF) or ctx ends (EINTR; the fid or private
 // session is dropped, so data the server had already taken for this read
-// is lost, and the next read opens the file again).
+// is lost, and the next read opens the file again). A handle that reads
+// ahead serves sequential reads from its window (remoteahead.go).
 func (h *remoteHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.ra != nil {
+		return h.ra.readAt(ctx, h, p, off)
+	}
+	return h.readServer(ctx, p, off)
+}
+
+// readServer reads from the server: one request of at most ReadMax
+// bytes; the end of the file is 0 bytes and no error.
+func (h *remoteHandle) readServer(ctx context.Context, p []byte, off int64) (int, error) {
 	s, f, err := h.file(ctx)
 	if err != nil {
 		return 0, err
@@ -156,8 +171,13 @@ func (h *remoteHandle) Write(ctx context.Context, p []byte, off int64) (int, err
 	return n, nil
 }
 
-// Close implements fs.Handle.Close.
+// Close implements fs.Handle.Close. The clunk ends reads in flight in a
+// sandfs server, so a read-ahead fill in progress ends before its window
+// is given back.
 func (h *remoteHandle) Close() error {
+	if h.ra != nil {
+		defer h.ra.close(h.n.r)
+	}
 	h.mu.Lock()
 	s, f := h.s, h.f
 	h.f = nil

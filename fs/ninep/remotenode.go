@@ -26,6 +26,11 @@ type BindOptions struct {
 	// answers with what its lookup saw, so that a transport's getattrs
 	// (FUSE asks before most operations) cost the server nothing.
 	Messages bool
+	// ReadAhead: regular files opened read-only under it read ahead
+	// (remoteahead.go): sequential reads are served from a window that
+	// larger and concurrent reads to the server fill. Not for files
+	// whose reads must reach the server as asked (streams, ctl files).
+	ReadAhead bool
 }
 
 // remoteNode is what remote files and directories share: a path.
@@ -361,6 +366,9 @@ func (f *remoteFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle,
 	h := &remoteHandle{n: &f.remoteNode, flags: flags & syscall.O_ACCMODE}
 	h.private = o.Private != nil && o.Private(p)
 	h.once = o.Once != nil && o.Once(p)
+	if f.bind.ReadAhead && !h.private && h.flags == syscall.O_RDONLY && f.attr != nil && f.attr.a.Mode.IsRegular() {
+		h.ra = &readAhead{}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.openLocked(ctx); err != nil {
