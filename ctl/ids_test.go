@@ -218,7 +218,7 @@ func TestVMMConfigLayout(t *testing.T) {
 		Log: discardLog()}
 	r.Jail.Namespaces, r.Jail.Seccomp = true, true
 	run := "/var/lib/sandfs/run/t1"
-	cfg, err := r.config(Spec{ID: "t1", Dir: run, UID: 7003})
+	cfg, err := r.config(Spec{ID: "t1", Dir: run, UID: 7003}, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestVMMConfigLayout(t *testing.T) {
 		cfg.Socket != run+"/vmm.sock" || cfg.Console != run+"/console" || cfg.LogFile != run+"/vmm.log" {
 		t.Errorf("paths: overlay %s vsock %s socket %s console %s log %s", cfg.Disks[0].Overlay, cfg.Vsock.UDS, cfg.Socket, cfg.Console, cfg.LogFile)
 	}
-	_, err = r.config(Spec{ID: "t2", Dir: run})
+	_, err = r.config(Spec{ID: "t2", Dir: run}, "t2")
 	wantErr(t, "config without a uid", err, syscall.EINVAL, "has no uid")
 }
 

@@ -156,7 +156,7 @@ func TestNewLifecycle(t *testing.T) {
 	}
 	st := s.Status()
 	f := strings.Fields(st)
-	want := []string{"t1", "running", "template=base", "mem=512M", "cpus=2", "world=-", "created=", "timeout=1h", "deadline=", "pid=4242", "limits=none"}
+	want := []string{"t1", "running", "template=base", "mem=512M", "cpus=2", "world=-", "created=", "timeout=1h", "deadline=", "pid=4242", "limits=none", "boot=cold"}
 	if len(f) != len(want) {
 		t.Fatalf("Status() = %q; want fields %v", st, want)
 	}
@@ -701,11 +701,11 @@ func TestStatusLimits(t *testing.T) {
 		p, _ := openPlane(t, t.TempDir(), tc.rt)
 		do(t, p, "new t1")
 		s := lookup(t, p, "t1")
-		if st := s.Status(); !strings.HasSuffix(st, " "+tc.want) {
+		if st := s.Status(); !strings.HasSuffix(st, " "+tc.want+" boot=cold") {
 			t.Errorf("Status() = %q; want it to end with %s", st, tc.want)
 		}
 		do(t, p, "kill t1")
-		if st := s.Status(); !strings.HasSuffix(st, " limits=-") {
+		if st := s.Status(); !strings.HasSuffix(st, " limits=- boot=-") {
 			t.Errorf("Status() after kill = %q; want it to end with limits=-", st)
 		}
 	}

@@ -74,14 +74,16 @@ func (s *Sandbox) Config() Config {
 // Status returns the status line, without newline. Fields, in this fixed
 // order (new fields are only ever appended):
 //
-//	id state template=<name> mem=<size> cpus=<n> world=<name|-> created=<unix> timeout=<dur|0> deadline=<unix|0> pid=<pid|0> limits=<cgroup2|cgroup1|none|->
+//	id state template=<name> mem=<size> cpus=<n> world=<name|-> created=<unix> timeout=<dur|0> deadline=<unix|0> pid=<pid|0> limits=<cgroup2|cgroup1|none|-> boot=<restore|cold|->
 //
-// e.g. "t1 running template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242 limits=cgroup2".
+// e.g. "t1 running template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242 limits=cgroup2 boot=restore".
 // timeout is the configured duration; deadline is when it will kill the
 // sandbox (0 when none or not running). limits says what confines the
 // machine's resources (Limiter): a cgroup version, none (the host offers
 // no usable cgroup controllers, or the daemon is not root), or - when
-// there is no machine.
+// there is no machine. boot says how the machine came up (Booter):
+// restore (from its template's snapshot), cold (a kernel boot; a
+// Machine without Booter counts as cold), or - when there is none.
 func (s *Sandbox) Status() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,8 +111,15 @@ func (s *Sandbox) statusLocked() string {
 			limits = lm.Limits()
 		}
 	}
-	return fmt.Sprintf("%s %s template=%s mem=%s cpus=%d world=%s created=%d timeout=%s deadline=%d pid=%d limits=%s",
-		s.id, s.state, c.Template, FormatSize(c.MemBytes), c.CPUs, world, s.created.Unix(), formatTimeout(c.Timeout), deadline, pid, limits)
+	boot := "-"
+	if s.m != nil {
+		boot = "cold"
+		if bm, ok := s.m.(Booter); ok {
+			boot = bm.Boot()
+		}
+	}
+	return fmt.Sprintf("%s %s template=%s mem=%s cpus=%d world=%s created=%d timeout=%s deadline=%d pid=%d limits=%s boot=%s",
+		s.id, s.state, c.Template, FormatSize(c.MemBytes), c.CPUs, world, s.created.Unix(), formatTimeout(c.Timeout), deadline, pid, limits, boot)
 }
 
 // Err returns the text of the last failed request on this sandbox, or the

@@ -41,7 +41,7 @@ func TestRestartWithoutReattach(t *testing.T) {
 	}
 	// Same fields but the state (and pid, limits: no machine).
 	a := lookup(t, p2, "a").Status()
-	if want := strings.NewReplacer(" running ", " dead ", "pid=4242", "pid=0", "limits=none", "limits=-").Replace(statusA); a != want {
+	if want := strings.NewReplacer(" running ", " dead ", "pid=4242", "pid=0", "limits=none", "limits=-", "boot=cold", "boot=-").Replace(statusA); a != want {
 		t.Errorf("status after restart = %q; want %q", a, want)
 	}
 	if got := lookup(t, p2, "b").Config(); got.CPUs != 3 || got.World != "w1" {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"sandfs/ctl/msg"
@@ -60,6 +61,14 @@ type VMMRuntime struct {
 	Jail         vmmproc.JailConfig
 	UIDs         IDRange
 	CgroupParent string
+	// CacheDir, when set, holds the template snapshot cache
+	// (tmplcache.go): Start then restores every sandbox from a snapshot
+	// of its template booted once for its shape (tmplboot.go), instead
+	// of booting it. The daemon sets <state>/templates.
+	CacheDir string
+
+	cacheOnce sync.Once
+	cache     *tmplCache
 }
 
 // NewVMMRuntime returns the VMM runtime for the daemon. It logs how the
@@ -130,7 +139,11 @@ var (
 )
 
 // Start implements Runtime.Start.
+// With CacheDir set it restores the template's snapshot; else it boots.
 func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
+	if r.CacheDir != "" {
+		return r.startFromTemplate(ctx, s)
+	}
 	return r.StartFrom(ctx, s, "")
 }
 
@@ -141,7 +154,13 @@ func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 // caller's. A jailed VMM saves snapshots in WorkDir only; a snapshot
 // elsewhere is shown to it read-only.
 func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Machine, error) {
-	cfg, err := r.config(s)
+	return r.startFrom(ctx, s, snapshot, s.ID)
+}
+
+// startFrom is StartFrom with the host name on the guest's command line
+// given: a restore needs the command line of the machine it restores.
+func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname string) (Machine, error) {
+	cfg, err := r.config(s, hostname)
 	if err != nil {
 		return nil, err
 	}
@@ -154,11 +173,16 @@ func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Ma
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
 	r.Log.Info("vmm started", "id", s.ID, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
-	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits())}, nil
+	boot := "cold"
+	if snapshot != "" {
+		boot = "restore"
+	}
+	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits()), boot: boot}, nil
 }
 
-// config is the VMM configuration of sandbox s.
-func (r *VMMRuntime) config(s Spec) (vmmproc.Config, error) {
+// config is the VMM configuration of sandbox s, whose guest boots with
+// host name hostname.
+func (r *VMMRuntime) config(s Spec, hostname string) (vmmproc.Config, error) {
 	tmpl := s.Template
 	if tmpl == "" {
 		tmpl = "base"
@@ -196,7 +220,7 @@ func (r *VMMRuntime) config(s Spec) (vmmproc.Config, error) {
 	}
 	return vmmproc.Config{
 		ID: s.ID, Kernel: r.KernelPath, MemBytes: mem, CPUs: cpus,
-		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + s.ID + " " + r.Cmdline,
+		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + hostname + " " + r.Cmdline,
 		Disks:   []vmmproc.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "work", "rootfs.cow"), ID: "rootfs"}},
 		Vsock:   &vmmproc.VsockConfig{CID: 3, UDS: filepath.Join(s.Dir, "vsock", "vsock.sock")},
 		RNG:     true,
@@ -263,6 +287,7 @@ type vmmMachine struct {
 	uds     string // hybrid vsock socket (DialGuest, vmm_guest.go)
 	console string // serial log (ConsolePath)
 	limits  string // Limits
+	boot    string // Boot: cold or restore
 }
 
 var (

@@ -20,6 +20,7 @@ type sysOps struct {
 	setClock    func(time.Time) error
 	setHostname func(string) error
 	network     func(Config) error
+	addEntropy  func([]byte) error
 }
 
 func realSysOps(etcRoot string) sysOps {
@@ -27,6 +28,7 @@ func realSysOps(etcRoot string) sysOps {
 		setClock:    func(t time.Time) error { return SetClock(Config{Time: t}) },
 		setHostname: func(h string) error { return SetHostname(Config{Hostname: h}, etcRoot) },
 		network:     func(c Config) error { return Network(c, etcRoot) },
+		addEntropy:  AddEntropy,
 	}
 }
 
@@ -69,6 +71,15 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 				}
 			}
 			return wrapSys("net", s.sys.network(c))
+		}},
+	{Name: "entropy", Usage: "entropy HEX", Min: 1, Max: 1,
+		Doc: "feed 32..256 bytes (hex) to the kernel's RNG, credited, and reseed its CRNG.",
+		Run: func(s *Server, a []string) error {
+			b, err := parseEntropy(a[0])
+			if err != nil {
+				return err
+			}
+			return wrapSys("entropy", s.sys.addEntropy(b))
 		}},
 	{Name: "dns", Usage: "dns IP...", Min: 1, Max: 8,
 		Doc: "write /etc/resolv.conf with these name servers.",

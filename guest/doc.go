@@ -41,6 +41,10 @@
 //	hostname NAME                host name, /etc/hostname, /etc/hosts
 //	net IFACE ADDR/PREFIX [GW]   address (replace), link up, default route
 //	dns IP...                    /etc/resolv.conf
+//	entropy HEX                  32..256 bytes into the kernel RNG
+//	                             (RNDADDENTROPY, credited), then
+//	                             RNDRESEEDCRNG: a restored guest's CRNG
+//	                             differs from its template's and siblings'
 //
 // Process ctl verbs (ctlVerbs), one message per write; user, cwd, env,
 // pty and stdin only in state new (EBUSY otherwise):

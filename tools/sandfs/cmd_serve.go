@@ -181,6 +181,7 @@ func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime stri
 		noRuntime = "no guest kernel: " + err.Error()
 	} else {
 		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
+		vr.CacheDir = filepath.Join(c.state, "templates")
 		if err := vr.UseIDs(c.vmmUIDs); err != nil {
 			return nil, "", err
 		}

@@ -1,0 +1,311 @@
+package ctl
+
+// How VMMRuntime starts a sandbox from its template's snapshot: the
+// cache entry (tmplcache.go) is built by one cold boot of the template,
+// then every sandbox restores it with a disk layer of its own and gets
+// the wall clock, its hostname and fresh entropy from the host before it
+// is reported running.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/msg"
+	"sandfs/vmm/virtio/vsock/hybrid"
+)
+
+// Booter is optionally implemented by a Machine that knows how it came
+// up; Boot is shown in status as boot=<value>: "cold" (the kernel
+// booted) or "restore" (from a template snapshot). It is called with a
+// lock held and must return at once.
+type Booter interface {
+	Boot() string
+}
+
+var _ Booter = (*vmmMachine)(nil)
+
+// Boot implements Booter.
+func (m *vmmMachine) Boot() string { return m.boot }
+
+// templateCache returns the runtime's template snapshot cache, in
+// CacheDir.
+func (r *VMMRuntime) templateCache() *tmplCache {
+	r.cacheOnce.Do(func() { r.cache = &tmplCache{dir: r.CacheDir} })
+	return r.cache
+}
+
+// tmplHostname is the host name a template boots with (on its command
+// line, which its restores must repeat); refreshGuest then sets each
+// sandbox's own.
+const tmplHostname = "template"
+
+// agentWait bounds how long a cold boot may take to a serving agent, and
+// a restored agent to answer.
+const agentWait = 3 * time.Minute
+
+// startFromTemplate starts sandbox s as a restore of its template's
+// snapshot for s's shape, building that snapshot first if absent.
+func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, error) {
+	cfg, err := r.config(s, tmplHostname)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := s.Template
+	if tmpl == "" {
+		tmpl = "base"
+	}
+	key, err := tmplKey(tmpl, cfg.Disks[0].Path, r.KernelPath, cfg.MemBytes, cfg.CPUs, r.Cmdline)
+	if err != nil {
+		return nil, Errorf(syscall.EIO, "new: template %s: %v", msg.Cite(tmpl), err)
+	}
+	entry, built, err := r.templateCache().get(ctx, key, func(ctx context.Context, dir string) error {
+		return r.buildTemplate(ctx, s, dir)
+	})
+	if err != nil {
+		return nil, Errorf(Errno(err), "new: template %s snapshot: %s", msg.Cite(tmpl), errText(err))
+	}
+	if built {
+		r.Log.Info("template snapshot built", "template", tmpl, "entry", entry)
+	}
+	start := time.Now()
+	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
+		return nil, err
+	}
+	work := WorkDir(s)
+	for _, n := range []string{entryLayer, entryLayer + ".map"} {
+		if err := copyLayerFile(filepath.Join(work, n), filepath.Join(entry, n), cfg.Jail.UID); err != nil {
+			return nil, Errorf(syscall.EIO, "new: disk layer: %v", err)
+		}
+	}
+	m, err := r.startFrom(ctx, s, filepath.Join(entry, entrySnap), tmplHostname)
+	if err != nil {
+		return nil, err
+	}
+	vm := m.(*vmmMachine)
+	if err := refreshGuest(ctx, vm.uds, s.ID, time.Now); err != nil {
+		vm.p.Kill()
+		vm.p.Wait()
+		return nil, Errorf(Errno(err), "new: after restore: %s", errText(err))
+	}
+	r.Log.Info("restored: agent serving", "id", s.ID, "after", time.Since(start).Round(time.Millisecond))
+	return vm, nil
+}
+
+// buildTemplate boots the template cold for s's shape (as s's uid, in
+// dir/r), waits for its agent, pauses it, saves a full snapshot and
+// stops it, then moves the snapshot and the disk layer it froze into
+// dir, owned by root and readable by every sandbox's VMM.
+func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir string) error {
+	b := s
+	b.ID, b.Dir = "template", filepath.Join(dir, "r")
+	if err := os.Mkdir(b.Dir, 0o700); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.Dir)
+	m, err := r.startFrom(ctx, b, "", tmplHostname)
+	if err != nil {
+		return err
+	}
+	vm := m.(*vmmMachine)
+	defer func() { vm.p.Kill(); vm.p.Wait() }()
+	start := time.Now()
+	if err := waitAgent(ctx, vm.uds); err != nil {
+		return fmt.Errorf("template boot: %w", err)
+	}
+	r.Log.Info("template booted: agent serving", "template", s.Template, "after", time.Since(start).Round(time.Millisecond))
+	if err := vm.Pause(ctx); err != nil {
+		return err
+	}
+	work := WorkDir(b)
+	if err := vm.p.Save(ctx, filepath.Join(work, entrySnap)); err != nil {
+		return err
+	}
+	if err := vm.Stop(ctx); err != nil { // writes the layer's map
+		return err
+	}
+	<-vm.Done()
+	for _, n := range []string{entrySnap, entryLayer, entryLayer + ".map"} {
+		if err := os.Rename(filepath.Join(work, n), filepath.Join(dir, n)); err != nil {
+			return err
+		}
+	}
+	return shareTree(dir, b.Dir)
+}
+
+// shareTree makes everything under dir but skip root's, directories 0755
+// and files 0644. Anything else than a regular file or a directory (a
+// symlink left in the VMM's work directory) is an error.
+func shareTree(dir, skip string) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == skip {
+			return filepath.SkipDir
+		}
+		mode := os.FileMode(0o644)
+		switch {
+		case d.IsDir():
+			mode = 0o755
+		case !d.Type().IsRegular():
+			return fmt.Errorf("template snapshot: %s is a %s", msg.Cite(p), d.Type())
+		}
+		if err := os.Lchown(p, 0, 0); err != nil {
+			return err
+		}
+		return os.Chmod(p, mode)
+	})
+}
+
+// copyLayerFile makes dst (new: never an existing file or a symlink) a
+// private copy of src owned by uid (0: root's): a reflink where the file
+// system has one, else a copy of src's data extents only (the overlay is
+// sparse: its cost follows what the template wrote).
+func copyLayerFile(dst, src string, uid int) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) != nil {
+		if err := copySparse(out, in); err != nil {
+			return fmt.Errorf("copy %s: %w", msg.Cite(src), err)
+		}
+	}
+	if uid != 0 {
+		if err := out.Chown(uid, uid); err != nil {
+			return err
+		}
+	}
+	return out.Close()
+}
+
+// copySparse copies in's data extents (SEEK_DATA/SEEK_HOLE) into out and
+// gives out in's size.
+func copySparse(out, in *os.File) error {
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // no data after off
+		} else if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(int(in.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.NewOffsetWriter(out, data), io.NewSectionReader(in, data, hole-data)); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return out.Truncate(size)
+}
+
+// waitAgent waits until the guest agent behind the hybrid vsock socket
+// uds serves 9P (an attach answers), or agentWait or ctx ends.
+func waitAgent(ctx context.Context, uds string) error {
+	ctx, cancel := context.WithTimeout(ctx, agentWait)
+	defer cancel()
+	for {
+		cl, _, err := dialAgentCtl(ctx, uds)
+		if err == nil {
+			cl.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent not serving: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// dialAgentCtl attaches to the agent and walks to its /ctl.
+func dialAgentCtl(ctx context.Context, uds string) (*p9.Client, p9.File, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := hybrid.Dial(dctx, uds, hybrid.AgentPort)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := p9.NewClient(c, p9.WithMessageSize(64<<10))
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	root, err := cl.Attach("/")
+	if err == nil {
+		var f p9.File
+		if _, f, err = root.Walk([]string{"ctl"}); err == nil {
+			root.Close()
+			return cl, f, nil
+		}
+	}
+	cl.Close()
+	return nil, nil, err
+}
+
+// refreshGuest gives a restored guest what its snapshot froze: the wall
+// clock (agent verb time), its own hostname, and 64 bytes of fresh host
+// entropy, through the agent's /ctl.
+func refreshGuest(ctx context.Context, uds, hostname string, now func() time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, agentWait)
+	defer cancel()
+	var (
+		cl  *p9.Client
+		ctl p9.File
+		err error
+	)
+	for cl == nil {
+		if cl, ctl, err = dialAgentCtl(ctx, uds); err != nil {
+			select {
+			case <-ctx.Done():
+				return Errorf(syscall.ETIMEDOUT, "agent not serving: %v", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	defer cl.Close()
+	if _, _, err := ctl.Open(p9.WriteOnly); err != nil {
+		return err
+	}
+	seed := make([]byte, 64)
+	if _, err := rand.Read(seed); err != nil {
+		return err
+	}
+	for _, m := range []string{
+		"entropy " + hex.EncodeToString(seed),
+		"hostname " + hostname,
+		"time " + strconv.FormatInt(now().UnixNano(), 10), // last: the closest to running
+	} {
+		if _, err := ctl.WriteAt([]byte(m), 0); err != nil {
+			verb, _, _ := strings.Cut(m, " ")
+			return Errorf(Errno(err), "agent %s: %v", verb, err)
+		}
+	}
+	return nil
+}

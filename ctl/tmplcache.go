@@ -1,0 +1,150 @@
+package ctl
+
+// The template snapshot cache of VMMRuntime: one entry per template
+// image, kernel and shape, holding a full snapshot of the template booted
+// until its agent served plus the frozen disk layer that matches it.
+// Entries are written atomically (built in a temporary directory, then
+// renamed: complete or absent) and built once however many `new`s ask
+// at the same time.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// Names inside a cache entry.
+const (
+	entrySnap  = "snap"       // the snapshot directory (state.json, mem)
+	entryLayer = "rootfs.cow" // the frozen disk layer (and its .map)
+)
+
+// tmplKey names the cache entry of a template image, kernel and shape:
+// "<template>-<mem MiB>m<cpus>c-<hash>", the hash over the identity
+// (device, inode, size, modification time) of the image and the kernel,
+// the shape and the command line, so a rebuilt image or kernel gets a
+// new entry.
+func tmplKey(tmpl, image, kernel string, mem uint64, cpus int, cmdline string) (string, error) {
+	h := sha256.New()
+	for _, p := range []string{image, kernel} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		fmt.Fprintf(h, "%s dev=%d ino=%d size=%d mtime=%d\n", p, st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano())
+	}
+	fmt.Fprintf(h, "mem=%d cpus=%d cmdline=%q\n", mem, cpus, cmdline)
+	return fmt.Sprintf("%s-%dm%dc-%s", tmpl, mem>>20, cpus, hex.EncodeToString(h.Sum(nil)[:8])), nil
+}
+
+// tmplCache is the set of entries under dir, and the builds under way.
+type tmplCache struct {
+	dir string
+
+	mu       sync.Mutex
+	building map[string]*tmplFlight
+}
+
+// tmplFlight is one build; waiters read err after done is closed.
+type tmplFlight struct {
+	done chan struct{}
+	err  error
+}
+
+// get returns the directory of entry key, building it with build when
+// absent (built reports so). build fills the directory it is given
+// (empty, on the cache's file system); get renames it into place only
+// when build succeeded, and removes it otherwise. Concurrent gets of
+// one key run one build; the others wait for it (or for ctx) and share
+// its outcome.
+func (c *tmplCache) get(ctx context.Context, key string, build func(ctx context.Context, dir string) error) (dir string, built bool, err error) {
+	final := filepath.Join(c.dir, key)
+	c.mu.Lock()
+	if _, err := os.Stat(final); err == nil {
+		c.mu.Unlock()
+		return final, false, nil
+	}
+	f, wait := c.building[key]
+	if !wait {
+		if c.building == nil {
+			c.building = map[string]*tmplFlight{}
+		}
+		f = &tmplFlight{done: make(chan struct{})}
+		c.building[key] = f
+	}
+	c.mu.Unlock()
+	if wait {
+		select {
+		case <-f.done:
+			if f.err != nil {
+				return "", false, f.err
+			}
+			return final, false, nil
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		}
+	}
+	f.err = c.write(ctx, final, build)
+	c.mu.Lock()
+	delete(c.building, key)
+	c.mu.Unlock()
+	close(f.done)
+	return final, f.err == nil, f.err
+}
+
+// write builds final atomically: into a fresh temporary directory next
+// to it (".b-<end of key>-*"), synced, then renamed. Leftovers of a
+// build of the same key interrupted by a crash are removed first.
+func (c *tmplCache) write(ctx context.Context, final string, build func(ctx context.Context, dir string) error) error {
+	if err := os.MkdirAll(c.dir, 0o711); err != nil {
+		return Errorf(syscall.EIO, "template cache: %v", err)
+	}
+	// Short: the builder's run directory, and its vsock socket (at most
+	// 96 bytes of path), are inside it.
+	key := filepath.Base(final)
+	prefix := ".b-" + key[max(0, len(key)-8):] + "-"
+	if old, _ := filepath.Glob(filepath.Join(c.dir, prefix+"*")); len(old) > 0 {
+		for _, o := range old {
+			os.RemoveAll(o)
+		}
+	}
+	tmp, err := os.MkdirTemp(c.dir, prefix)
+	if err != nil {
+		return Errorf(syscall.EIO, "template cache: %v", err)
+	}
+	err = build(ctx, tmp)
+	if err == nil {
+		err = syncTree(tmp)
+	}
+	if err == nil {
+		if err = os.Rename(tmp, final); err == nil {
+			err = syncDir(c.dir)
+		}
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		if _, ok := err.(*Error); !ok {
+			err = Errorf(Errno(err), "template cache: %v", err)
+		}
+	}
+	return err
+}
+
+// syncTree fsyncs every file and directory under dir.
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&os.ModeSymlink != 0 {
+			return nil
+		}
+		return syncDir(p)
+	})
+}
