@@ -125,6 +125,9 @@ func (c *tmplCache) write(ctx context.Context, final string, build func(ctx cont
 	if err == nil {
 		if err = os.Rename(tmp, final); err == nil {
 			err = syncDir(c.dir)
+		} else if _, serr := os.Stat(final); serr == nil {
+			err = nil // another daemon on this state finished it first
+			os.RemoveAll(tmp)
 		}
 	}
 	if err != nil {
