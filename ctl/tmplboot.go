@@ -90,6 +90,9 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 			return nil, Errorf(syscall.EIO, "new: disk layer: %v", err)
 		}
 	}
+	if err := copyLog(filepath.Join(s.Dir, "console"), filepath.Join(entry, entryConsole)); err != nil {
+		return nil, Errorf(syscall.EIO, "new: console: %v", err)
+	}
 	m, err := r.startFrom(ctx, s, filepath.Join(entry, entrySnap), tmplHostname)
 	if err != nil {
 		return nil, err
@@ -141,6 +144,11 @@ func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir string) erro
 		if err := os.Rename(filepath.Join(work, n), filepath.Join(dir, n)); err != nil {
 			return err
 		}
+	}
+	// The boot log (root's: opened by Launch outside work/), for every
+	// restored sandbox's console to start with.
+	if err := copyLog(filepath.Join(dir, entryConsole), filepath.Join(b.Dir, "console")); err != nil {
+		return err
 	}
 	return shareTree(dir, b.Dir)
 }
@@ -223,6 +231,33 @@ func copySparse(out, in *os.File) error {
 		off = hole
 	}
 	return out.Truncate(size)
+}
+
+// maxBootLog bounds the template's boot log a console starts with.
+const maxBootLog = 1 << 20
+
+// copyLog makes dst (new, not a symlink, 0640) hold the last maxBootLog
+// bytes of src: the VMM then appends to it.
+func copyLog(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o640)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	off := max(0, fi.Size()-maxBootLog)
+	if _, err := io.Copy(out, io.NewSectionReader(in, off, fi.Size()-off)); err != nil {
+		return err
+	}
+	return out.Close()
 }
 
 // waitAgent waits until the guest agent behind the hybrid vsock socket

@@ -20,8 +20,9 @@ import (
 
 // Names inside a cache entry.
 const (
-	entrySnap  = "snap"       // the snapshot directory (state.json, mem)
-	entryLayer = "rootfs.cow" // the frozen disk layer (and its .map)
+	entrySnap    = "snap"       // the snapshot directory (state.json, mem)
+	entryLayer   = "rootfs.cow" // the frozen disk layer (and its .map)
+	entryConsole = "console"    // the template's boot log
 )
 
 // tmplKey names the cache entry of a template image, kernel and shape:
