@@ -52,10 +52,12 @@ var (
 	GuestOpTimeout   = 15 * time.Second
 )
 
-// guestMsize is the 9P message size asked of the agent (its Dial uses
-// 1 MiB too). Reads are cut to guestReadMax so that the p9 client never
-// splits one read into several requests, which on a stream would wait
-// for more data after a full first part.
+// guestMsize is the 9P message size asked of the agent. The agent's
+// server (fs/ninep) grants at most 512 KiB and clamps each Rread to it,
+// but hugelgupf/p9's client keeps the size it asked for, so it sends
+// reads up to guestReadMax whole: one read is one request, never split
+// into several (which on a stream would wait for more data after a full
+// first part), and a short reply is an ordinary short read.
 const (
 	guestMsize   = 1 << 20
 	guestReadMax = 512 << 10
