@@ -108,7 +108,7 @@ func (n *fsNode) SetAttr(_ context.Context, c sfs.Change) error {
 			if link {
 				return syscall.EOPNOTSUPP
 			}
-			if err := unix.Chmod(procPath(fd), unixMode(*c.Mode)&0o7777); err != nil {
+			if err := unix.Chmod(procPath(fd), sfs.UnixMode(*c.Mode)&0o7777); err != nil {
 				return err
 			}
 		}

@@ -33,12 +33,12 @@ func (d *fsDir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm
 		ofd  = -1
 	)
 	err := d.inDir(name, func(dirfd int) error {
-		fd, err := unix.Openat(dirfd, name, openFlags(flags)|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, unixMode(perm)&0o7777)
+		fd, err := unix.Openat(dirfd, name, openFlags(flags)|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, sfs.UnixMode(perm)&0o7777)
 		if err != nil {
 			return err
 		}
 		var st unix.Stat_t
-		if err = unix.Fchmod(fd, unixMode(perm)&0o7777); err == nil {
+		if err = unix.Fchmod(fd, sfs.UnixMode(perm)&0o7777); err == nil {
 			err = fstat(fd, &st)
 		}
 		if err != nil {
@@ -69,7 +69,7 @@ func (d *fsDir) Mkdir(_ context.Context, name string, perm iofs.FileMode) (sfs.N
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR { // replaced meanwhile: touch nothing
 			return syscall.EEXIST
 		}
-		if err := unix.Chmod(procPath(fd), unixMode(perm)&0o7777); err != nil {
+		if err := unix.Chmod(procPath(fd), sfs.UnixMode(perm)&0o7777); err != nil {
 			return err
 		}
 		return fstat(fd, &st)
@@ -136,7 +136,7 @@ func (d *fsDir) Symlink(_ context.Context, target, name string) (sfs.Node, error
 
 // Mknod implements sfs.Mknoder.
 func (d *fsDir) Mknod(_ context.Context, name string, mode iofs.FileMode, rdev uint64) (sfs.Node, error) {
-	if err := d.inDir(name, func(dirfd int) error { return unix.Mknodat(dirfd, name, unixMode(mode), int(rdev)) }); err != nil {
+	if err := d.inDir(name, func(dirfd int) error { return unix.Mknodat(dirfd, name, sfs.UnixMode(mode), int(rdev)) }); err != nil {
 		return nil, err
 	}
 	return d.t.lookup(d.child(name))

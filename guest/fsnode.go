@@ -3,7 +3,6 @@ package guest
 import (
 	"bytes"
 	"context"
-	iofs "io/fs"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -173,73 +172,13 @@ func (n *fsNode) Stat(context.Context) (sfs.Attr, error) {
 
 func toAttr(st *unix.Stat_t) sfs.Attr {
 	return sfs.Attr{
-		Mode:  fileMode(st.Mode),
+		Mode:  sfs.ModeOfUnix(st.Mode),
 		Size:  st.Size,
 		Mtime: time.Unix(st.Mtim.Unix()),
 		Owner: &cred.Owner{UID: st.Uid, GID: st.Gid},
 		Ino:   st.Ino, Nlink: st.Nlink, Rdev: st.Rdev, Blocks: st.Blocks,
 		Atime: time.Unix(st.Atim.Unix()), Ctime: time.Unix(st.Ctim.Unix()),
 	}
-}
-
-// fileMode is the iofs.FileMode of a stat(2) st_mode.
-func fileMode(m uint32) iofs.FileMode {
-	mode := iofs.FileMode(m & 0o777)
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		mode |= iofs.ModeDir
-	case unix.S_IFLNK:
-		mode |= iofs.ModeSymlink
-	case unix.S_IFCHR:
-		mode |= iofs.ModeDevice | iofs.ModeCharDevice
-	case unix.S_IFBLK:
-		mode |= iofs.ModeDevice
-	case unix.S_IFIFO:
-		mode |= iofs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		mode |= iofs.ModeSocket
-	}
-	if m&unix.S_ISUID != 0 {
-		mode |= iofs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= iofs.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		mode |= iofs.ModeSticky
-	}
-	return mode
-}
-
-// unixMode is the st_mode of an iofs.FileMode, the inverse of fileMode.
-func unixMode(m iofs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	switch {
-	case m.IsDir():
-		u |= unix.S_IFDIR
-	case m&iofs.ModeSymlink != 0:
-		u |= unix.S_IFLNK
-	case m&iofs.ModeCharDevice != 0:
-		u |= unix.S_IFCHR
-	case m&iofs.ModeDevice != 0:
-		u |= unix.S_IFBLK
-	case m&iofs.ModeNamedPipe != 0:
-		u |= unix.S_IFIFO
-	case m&iofs.ModeSocket != 0:
-		u |= unix.S_IFSOCK
-	default:
-		u |= unix.S_IFREG
-	}
-	if m&iofs.ModeSetuid != 0 {
-		u |= unix.S_ISUID
-	}
-	if m&iofs.ModeSetgid != 0 {
-		u |= unix.S_ISGID
-	}
-	if m&iofs.ModeSticky != 0 {
-		u |= unix.S_ISVTX
-	}
-	return u
 }
 
 // StatFS implements sfs.StatFSer.
@@ -303,7 +242,7 @@ func readDirents(fd int) ([]sfs.Dirent, error) {
 			}
 			b = b[reclen:]
 			if s := string(name); s != "." && s != ".." {
-				out = append(out, sfs.Dirent{Name: s, Mode: fileMode(uint32(typ) << 12), Ino: ino})
+				out = append(out, sfs.Dirent{Name: s, Mode: sfs.ModeOfUnix(uint32(typ) << 12), Ino: ino})
 			}
 		}
 	}

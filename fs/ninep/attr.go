@@ -4,7 +4,6 @@ import (
 	iofs "io/fs"
 
 	"github.com/hugelgupf/p9/p9"
-	"golang.org/x/sys/unix"
 
 	"sandfs/ctl/cred"
 	sfs "sandfs/fs"
@@ -55,62 +54,7 @@ func toP9Attr(a sfs.Attr) p9.Attr {
 
 // toP9Mode is the mode(2) bits of m: its type, permissions and the
 // setuid, setgid and sticky bits.
-func toP9Mode(m iofs.FileMode) p9.FileMode {
-	var t p9.FileMode
-	switch {
-	case m.IsDir():
-		t = p9.ModeDirectory
-	case m&iofs.ModeSymlink != 0:
-		t = p9.ModeSymlink
-	case m&iofs.ModeCharDevice != 0:
-		t = p9.ModeCharacterDevice
-	case m&iofs.ModeDevice != 0:
-		t = p9.ModeBlockDevice
-	case m&iofs.ModeNamedPipe != 0:
-		t = p9.ModeNamedPipe
-	case m&iofs.ModeSocket != 0:
-		t = p9.ModeSocket
-	default:
-		t = p9.ModeRegular
-	}
-	t |= p9.FileMode(m.Perm())
-	if m&iofs.ModeSetuid != 0 {
-		t |= p9.FileMode(unix.S_ISUID)
-	}
-	if m&iofs.ModeSetgid != 0 {
-		t |= p9.FileMode(unix.S_ISGID)
-	}
-	if m&iofs.ModeSticky != 0 {
-		t |= p9.FileMode(unix.S_ISVTX)
-	}
-	return t
-}
+func toP9Mode(m iofs.FileMode) p9.FileMode { return p9.FileMode(sfs.UnixMode(m)) }
 
 // fromP9Mode is the iofs.FileMode of the mode(2) bits m.
-func fromP9Mode(m p9.FileMode) iofs.FileMode {
-	mode := iofs.FileMode(m & 0o777)
-	switch m.FileType() {
-	case p9.ModeDirectory:
-		mode |= iofs.ModeDir
-	case p9.ModeSymlink:
-		mode |= iofs.ModeSymlink
-	case p9.ModeCharacterDevice:
-		mode |= iofs.ModeDevice | iofs.ModeCharDevice
-	case p9.ModeBlockDevice:
-		mode |= iofs.ModeDevice
-	case p9.ModeNamedPipe:
-		mode |= iofs.ModeNamedPipe
-	case p9.ModeSocket:
-		mode |= iofs.ModeSocket
-	}
-	if m&p9.FileMode(unix.S_ISUID) != 0 {
-		mode |= iofs.ModeSetuid
-	}
-	if m&p9.FileMode(unix.S_ISGID) != 0 {
-		mode |= iofs.ModeSetgid
-	}
-	if m&p9.FileMode(unix.S_ISVTX) != 0 {
-		mode |= iofs.ModeSticky
-	}
-	return mode
-}
+func fromP9Mode(m p9.FileMode) iofs.FileMode { return sfs.ModeOfUnix(uint32(m)) }
