@@ -41,28 +41,25 @@ var _ sfs.Syncer = (*fsHandle)(nil)
 // Read implements sfs.Handle.Read: pread(2), read(2) where there is no
 // offset (a pipe, a device).
 func (h *fsHandle) Read(_ context.Context, p []byte, off int64) (int, error) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.fd < 0 {
-		return 0, syscall.EBADF
-	}
-	n, err := unix.Pread(h.fd, p, off)
-	if err == unix.ESPIPE {
-		n, err = unix.Read(h.fd, p)
-	}
-	return max(n, 0), err
+	return h.io(p, off, unix.Pread, unix.Read)
 }
 
 // Write implements sfs.Handle.Write: pwrite(2), or write(2).
 func (h *fsHandle) Write(_ context.Context, p []byte, off int64) (int, error) {
+	return h.io(p, off, unix.Pwrite, unix.Write)
+}
+
+// io runs the positioned call at, or the plain one where the descriptor
+// has no offset (ESPIPE), on the open descriptor.
+func (h *fsHandle) io(p []byte, off int64, at func(int, []byte, int64) (int, error), plain func(int, []byte) (int, error)) (int, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.fd < 0 {
 		return 0, syscall.EBADF
 	}
-	n, err := unix.Pwrite(h.fd, p, off)
+	n, err := at(h.fd, p, off)
 	if err == unix.ESPIPE {
-		n, err = unix.Write(h.fd, p)
+		n, err = plain(h.fd, p)
 	}
 	return max(n, 0), err
 }
