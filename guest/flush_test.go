@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,15 +107,7 @@ func TestFlushEndsBlockedRead(t *testing.T) {
 	_, root := ts.dial()
 	n, ctl := newProcess(t, root, "start sleep 100")
 
-	fds, _ := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	f0, f1 := os.NewFile(uintptr(fds[0]), "s"), os.NewFile(uintptr(fds[1]), "c")
-	sc, _ := net.FileConn(f0)
-	cc, _ := net.FileConn(f1)
-	f0.Close()
-	f1.Close()
-	go ts.srv.ServeConn(sc)
-	defer cc.Close()
-	r := &rawConn{t, cc}
+	r := &rawConn{t, ts.conn()}
 	const (
 		rlerror  = 7
 		rlopen   = 13

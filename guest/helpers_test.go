@@ -38,8 +38,9 @@ func newTestServer(t *testing.T, opt Options) *testServer {
 	return &testServer{t: t, srv: NewServer(root, opt), root: root}
 }
 
-// dial connects a new client; it is closed at cleanup.
-func (ts *testServer) dial() (*p9.Client, p9.File) {
+// conn connects a new raw connection to the server; it is closed at
+// cleanup.
+func (ts *testServer) conn() net.Conn {
 	ts.t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -56,6 +57,14 @@ func (ts *testServer) dial() (*p9.Client, p9.File) {
 	}
 	sc, cc := mk(fds[0]), mk(fds[1])
 	go ts.srv.ServeConn(sc)
+	ts.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// dial connects a new client; it is closed at cleanup.
+func (ts *testServer) dial() (*p9.Client, p9.File) {
+	ts.t.Helper()
+	cc := ts.conn()
 	cl, err := ninep.NewClient(cc, 512<<10)
 	if err != nil {
 		ts.t.Fatal(err)
