@@ -52,51 +52,63 @@ type tmplCache struct {
 	building map[string]*tmplFlight
 }
 
-// tmplFlight is one build; waiters read err after done is closed.
+// tmplFlight is one build; waiters read err and abandon after done is
+// closed.
 type tmplFlight struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	waiters int  // gets waiting for it (tests)
+	abandon bool // it failed because its builder's ctx ended
 }
 
 // get returns the directory of entry key, building it with build when
 // absent (built reports so). build fills the directory it is given
 // (empty, on the cache's file system); get renames it into place only
 // when build succeeded, and removes it otherwise. Concurrent gets of
-// one key run one build; the others wait for it (or for ctx) and share
-// its outcome.
+// one key run one build, under the context of the get that started it;
+// the others wait for it (or for ctx) and share its outcome, except
+// when that get's ctx ended (its sandbox was killed while creating):
+// then a waiter builds again under its own.
 func (c *tmplCache) get(ctx context.Context, key string, build func(ctx context.Context, dir string) error) (dir string, built bool, err error) {
 	final := filepath.Join(c.dir, key)
-	c.mu.Lock()
-	if _, err := os.Stat(final); err == nil {
-		c.mu.Unlock()
-		return final, false, nil
-	}
-	f, wait := c.building[key]
-	if !wait {
-		if c.building == nil {
-			c.building = map[string]*tmplFlight{}
+	for {
+		c.mu.Lock()
+		if _, err := os.Stat(final); err == nil {
+			c.mu.Unlock()
+			return final, false, nil
 		}
-		f = &tmplFlight{done: make(chan struct{})}
-		c.building[key] = f
-	}
-	c.mu.Unlock()
-	if wait {
+		f, wait := c.building[key]
+		if wait {
+			f.waiters++
+		} else {
+			if c.building == nil {
+				c.building = map[string]*tmplFlight{}
+			}
+			f = &tmplFlight{done: make(chan struct{})}
+			c.building[key] = f
+		}
+		c.mu.Unlock()
+		if !wait {
+			f.err = c.write(ctx, final, build)
+			f.abandon = f.err != nil && ctx.Err() != nil
+			c.mu.Lock()
+			delete(c.building, key)
+			c.mu.Unlock()
+			close(f.done)
+			return final, f.err == nil, f.err
+		}
 		select {
 		case <-f.done:
-			if f.err != nil {
-				return "", false, f.err
-			}
-			return final, false, nil
 		case <-ctx.Done():
 			return "", false, ctx.Err()
 		}
+		if f.err == nil {
+			return final, false, nil
+		}
+		if !f.abandon || ctx.Err() != nil {
+			return "", false, f.err
+		}
 	}
-	f.err = c.write(ctx, final, build)
-	c.mu.Lock()
-	delete(c.building, key)
-	c.mu.Unlock()
-	close(f.done)
-	return final, f.err == nil, f.err
 }
 
 // write builds final atomically: into a fresh temporary directory next

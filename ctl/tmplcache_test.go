@@ -111,6 +111,57 @@ func TestTmplCacheAtomic(t *testing.T) {
 	}
 }
 
+// TestTmplCacheAbandoned: a build that fails because the get that
+// started it was cancelled (its sandbox killed while creating) fails that
+// get only; a get waiting for it builds again and gets the entry.
+func TestTmplCacheAbandoned(t *testing.T) {
+	c := &tmplCache{dir: filepath.Join(t.TempDir(), "cache")}
+	first, cancel := context.WithCancel(context.Background())
+	started, firstErr := make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, _, err := c.get(first, "k", func(ctx context.Context, dir string) error {
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		firstErr <- err
+	}()
+	<-started
+	waiterErr := make(chan error, 1)
+	var builds atomic.Int32
+	go func() {
+		_, built, err := c.get(context.Background(), "k", func(_ context.Context, dir string) error {
+			builds.Add(1)
+			return os.WriteFile(filepath.Join(dir, "done"), []byte("ok"), 0o644)
+		})
+		if err == nil && !built {
+			err = errors.New("waiter did not build")
+		}
+		waiterErr <- err
+	}()
+	for waiting := 0; waiting == 0; {
+		time.Sleep(time.Millisecond)
+		c.mu.Lock()
+		if f := c.building["k"]; f != nil {
+			waiting = f.waiters
+		}
+		c.mu.Unlock()
+	}
+	cancel()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) && !strings.Contains(errText(err), "canceled") {
+		t.Errorf("cancelled builder: err %v", err)
+	}
+	if err := <-waiterErr; err != nil {
+		t.Errorf("waiter of an abandoned build: %v", err)
+	}
+	if n := builds.Load(); n != 1 {
+		t.Errorf("waiter built %d times; want 1", n)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.dir, "k", "done")); err != nil || string(b) != "ok" {
+		t.Errorf("entry: %q %v", b, err)
+	}
+}
+
 // TestCopyLayerFile: the copy is private (writes to it do not reach the
 // source), keeps the size and data of a sparse source, and refuses an
 // existing destination.
