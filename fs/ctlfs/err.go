@@ -14,21 +14,12 @@ import (
 //	ctl: unknown verb "bogus"
 //
 // and nothing at all when nothing has failed.
-type errFile struct {
-	text func() string
-	mode iofs.FileMode
-}
-
-var _ sfs.Source = (*errFile)(nil)
-
-// Stat implements fs.Node.Stat.
-func (f *errFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
-
-// Text implements fs.Source.
-func (f *errFile) Text(ctx context.Context, b *bytes.Buffer) error {
-	if s := f.text(); s != "" {
-		b.WriteString(s)
-		b.WriteByte('\n')
-	}
-	return nil
+func errFile(text func() string, mode iofs.FileMode) sfs.Node {
+	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+		if s := text(); s != "" {
+			b.WriteString(s)
+			b.WriteByte('\n')
+		}
+		return nil
+	}}
 }

@@ -230,28 +230,19 @@ func (h *execHandle) Close() error {
 //	4 killed signal=9 pid=212
 //
 // and nothing before the first exec.
-type execStatusFile struct {
-	sb   *ctl.Sandbox
-	mode iofs.FileMode
-}
-
-var _ sfs.Source = (*execStatusFile)(nil)
-
-// Stat implements fs.Node.Stat.
-func (f *execStatusFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
-
-// Text implements fs.Source.
-func (f *execStatusFile) Text(ctx context.Context, b *bytes.Buffer) error {
-	g := linkOf(f.sb)
-	slot := g.last()
-	if slot == "" {
+func execStatusFile(sb *ctl.Sandbox, mode iofs.FileMode) sfs.Node {
+	return &sfs.TextFile{Mode: mode, Gen: func(ctx context.Context, b *bytes.Buffer) error {
+		g := linkOf(sb)
+		slot := g.last()
+		if slot == "" {
+			return nil
+		}
+		line, err := g.readLine(ctx, "procs/"+slot+"/status", 512)
+		if err != nil {
+			return err
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
 		return nil
-	}
-	line, err := g.readLine(ctx, "procs/"+slot+"/status", 512)
-	if err != nil {
-		return err
-	}
-	b.WriteString(line)
-	b.WriteByte('\n')
-	return nil
+	}}
 }

@@ -13,7 +13,7 @@ import (
 var rootTable = sfs.Table[*Tree]{
 	{Name: "ctl", Mode: 0o664, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &ctlFile{t: t, mode: m} }},
 	{Name: "clone", Mode: 0o660, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &cloneFile{t: t, mode: m} }},
-	{Name: "err", Mode: 0o440, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &errFile{text: t.Err, mode: m} }},
+	{Name: "err", Mode: 0o440, New: func(t *Tree, m iofs.FileMode) sfs.Node { return errFile(t.Err, m) }},
 	{Name: "sandboxes", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &sandboxesDir{t: t, mode: m} }},
 	{Name: "templates", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return sfs.EmptyDir{Mode: m} }},
 	{Name: "snapshots", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return sfs.EmptyDir{Mode: m} }},

@@ -15,12 +15,12 @@ import (
 // status, wait) and nothing else: not its errors, output, console or
 // guest files, and they may write nothing.
 var sandboxTable = sfs.Table[*ctl.Sandbox]{
-	{Name: "ctl", Mode: 0o644, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &sandboxCtlFile{sb: s, mode: m} }},
-	{Name: "status", Mode: 0o444, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &statusFile{sb: s, mode: m} }},
-	{Name: "err", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &errFile{text: s.Err, mode: m} }},
+	{Name: "ctl", Mode: 0o644, New: sandboxCtlFile},
+	{Name: "status", Mode: 0o444, New: statusFile},
+	{Name: "err", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return errFile(s.Err, m) }},
 	{Name: "wait", Mode: 0o444, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &waitFile{sb: s, mode: m} }},
 	{Name: "exec", Mode: 0o600, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &execFile{sb: s, mode: m} }},
-	{Name: "execstatus", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &execStatusFile{sb: s, mode: m} }},
+	{Name: "execstatus", Mode: 0o400, New: execStatusFile},
 	{Name: "procs", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return newGuestBind(s, "procs", m) }},
 	{Name: "fs", Mode: iofs.ModeDir | 0o700, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return newGuestBind(s, "fs", m) }},
 	{Name: "console", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &consoleFile{sb: s, mode: m} }},

@@ -15,29 +15,17 @@ import (
 // and state:
 //
 //	box1 running
-type sandboxCtlFile struct {
-	sb   *ctl.Sandbox
-	mode iofs.FileMode
-}
-
-var (
-	_ sfs.Source = (*sandboxCtlFile)(nil)
-	_ sfs.Sink   = (*sandboxCtlFile)(nil)
-)
-
-// Stat implements fs.Node.Stat.
-func (f *sandboxCtlFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
-
-// Text implements fs.Source.
-func (f *sandboxCtlFile) Text(ctx context.Context, b *bytes.Buffer) error {
-	b.WriteString(f.sb.ID())
-	b.WriteByte(' ')
-	b.WriteString(string(f.sb.State()))
-	b.WriteByte('\n')
-	return nil
-}
-
-// Message implements fs.Sink; a failure's text is in the sandbox's err.
-func (f *sandboxCtlFile) Message(ctx context.Context, m []byte) error {
-	return f.sb.Ctl(ctx, m)
+//
+// A failed write's text is in the sandbox's err.
+func sandboxCtlFile(sb *ctl.Sandbox, mode iofs.FileMode) sfs.Node {
+	return &sfs.CtlFile{
+		TextFile: sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+			b.WriteString(sb.ID())
+			b.WriteByte(' ')
+			b.WriteString(string(sb.State()))
+			b.WriteByte('\n')
+			return nil
+		}},
+		Msg: sb.Ctl,
+	}
 }

@@ -14,19 +14,10 @@ import (
 // (ctl.Sandbox.Status; new fields only ever go at the end), e.g.
 //
 //	box1 running template=base mem=256M cpus=1 world=- created=1764423000 timeout=0 deadline=0 pid=4242 limits=cgroup2
-type statusFile struct {
-	sb   *ctl.Sandbox
-	mode iofs.FileMode
-}
-
-var _ sfs.Source = (*statusFile)(nil)
-
-// Stat implements fs.Node.Stat.
-func (f *statusFile) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
-
-// Text implements fs.Source.
-func (f *statusFile) Text(ctx context.Context, b *bytes.Buffer) error {
-	b.WriteString(f.sb.Status())
-	b.WriteByte('\n')
-	return nil
+func statusFile(sb *ctl.Sandbox, mode iofs.FileMode) sfs.Node {
+	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+		b.WriteString(sb.Status())
+		b.WriteByte('\n')
+		return nil
+	}}
 }

@@ -3,7 +3,6 @@ package vmmproc
 import (
 	"context"
 	"fmt"
-	iofs "io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -68,9 +67,9 @@ func newControl(m machine, cfg *Config, log *slog.Logger) *control {
 
 // controlTable is the control tree's root directory.
 var controlTable = fs.Table[*control]{
-	{Name: "ctl", Mode: 0o600, New: func(c *control, m iofs.FileMode) fs.Node { return &ctlFile{c: c, mode: m} }},
-	{Name: "status", Mode: 0o444, New: func(c *control, m iofs.FileMode) fs.Node { return &statusFile{c: c, mode: m} }},
-	{Name: "err", Mode: 0o444, New: func(c *control, m iofs.FileMode) fs.Node { return &errFile{c: c, mode: m} }},
+	{Name: "ctl", Mode: 0o600, New: ctlFile},
+	{Name: "status", Mode: 0o444, New: statusFile},
+	{Name: "err", Mode: 0o444, New: errFile},
 }
 
 // root is the control tree. It shows no owner: the 9P server gives it

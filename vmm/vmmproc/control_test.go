@@ -50,7 +50,7 @@ func TestControlMessages(t *testing.T) {
 		{"x-syscall 39", syscall.EINVAL, `ctl: unknown verb "x-syscall"`}, // test hooks off
 	} {
 		c.lastErr = "(before)"
-		err := (&ctlFile{c: c}).Message(ctx, []byte(tc.in))
+		err := ctlFile(c, 0).(fs.Sink).Message(ctx, []byte(tc.in))
 		if tc.errno == 0 {
 			if err != nil || c.lastErr != "(before)" {
 				t.Errorf("Message(%q) = %v, err file %q; want nil, unchanged", tc.in, err, c.lastErr)
@@ -61,14 +61,14 @@ func TestControlMessages(t *testing.T) {
 		if !errors.As(err, &e) || e.Errno != tc.errno || e.Text != tc.text {
 			t.Errorf("Message(%q) = %v (%v); want %v %q", tc.in, err, msg.Errno(err), tc.errno, tc.text)
 		}
-		if got := text(t, &errFile{c: c}); got != tc.text+"\n" {
+		if got := text(t, errFile(c, 0)); got != tc.text+"\n" {
 			t.Errorf("after Message(%q): err = %q; want %q", tc.in, got, tc.text+"\n")
 		}
 	}
-	if got := text(t, &ctlFile{c: c}); got != "t1 running\n" {
+	if got := text(t, ctlFile(c, 0)); got != "t1 running\n" {
 		t.Errorf("ctl = %q; want %q", got, "t1 running\n")
 	}
-	if got, want := text(t, &statusFile{c: c}), fmt.Sprintf("running cpus=0 mem=134217728 pid=%d tracking=dirty-log\n", os.Getpid()); got != want {
+	if got, want := text(t, statusFile(c, 0)), fmt.Sprintf("running cpus=0 mem=134217728 pid=%d tracking=dirty-log\n", os.Getpid()); got != want {
 		t.Errorf("status = %q; want %q", got, want)
 	}
 	c.cfg.TestHooks = true
@@ -102,8 +102,12 @@ func TestControlSnapshot(t *testing.T) {
 }
 
 // text is the whole text of source s.
-func text(t *testing.T, s fs.Source) string {
+func text(t *testing.T, n fs.Node) string {
 	t.Helper()
+	s, ok := n.(fs.Source)
+	if !ok {
+		t.Fatalf("%T is not readable", n)
+	}
 	var b bytes.Buffer
 	if err := s.Text(context.Background(), &b); err != nil {
 		t.Fatal(err)

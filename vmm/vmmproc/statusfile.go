@@ -18,18 +18,9 @@ import (
 // state: running, paused or ended:<reason>; pid in the process's own PID
 // namespace (1 when jailed); tracking: how the next snapshot finds the
 // dirty pages, soft-dirty or dirty-log (vmm.Machine.DirtyTracking).
-type statusFile struct {
-	c    *control
-	mode iofs.FileMode
-}
-
-var _ fs.Source = (*statusFile)(nil)
-
-// Stat implements fs.Node.Stat.
-func (f *statusFile) Stat(context.Context) (fs.Attr, error) { return fs.FileAttr(f.mode), nil }
-
-// Text implements fs.Source.
-func (f *statusFile) Text(ctx context.Context, b *bytes.Buffer) error {
-	fmt.Fprintf(b, "%s cpus=%d mem=%d pid=%d tracking=%s\n", f.c.state(), f.c.m.CPUs(), f.c.m.MemBytes(), os.Getpid(), f.c.m.DirtyTracking())
-	return nil
+func statusFile(c *control, mode iofs.FileMode) fs.Node {
+	return &fs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+		fmt.Fprintf(b, "%s cpus=%d mem=%d pid=%d tracking=%s\n", c.state(), c.m.CPUs(), c.m.MemBytes(), os.Getpid(), c.m.DirtyTracking())
+		return nil
+	}}
 }
