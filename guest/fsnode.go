@@ -36,17 +36,16 @@ import (
 // Nodes hold no descriptor (a node is forgotten without being closed);
 // an open file's handle holds its own until Close.
 type fsTree struct {
-	root   string
-	rootFD int   // O_PATH descriptor of root, for the life of the server
-	err    error // why root could not be opened
+	rootFD int   // O_PATH descriptor of the root, for the life of the server
+	err    error // why the root could not be opened
 }
 
 func newFSTree(root string) *fsTree {
 	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return &fsTree{root: root, rootFD: -1, err: err}
+		return &fsTree{rootFD: -1, err: err}
 	}
-	return &fsTree{root: root, rootFD: fd}
+	return &fsTree{rootFD: fd}
 }
 
 // open reaches path (relative to the root, "" for the root) again
