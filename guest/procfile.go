@@ -43,7 +43,7 @@ type slotFile struct {
 	p    *proc
 	mode iofs.FileMode
 	ino  uint64 // slotIno, set by procDir.Lookup
-	open func(ctx context.Context, p *proc, flags sfs.OpenFlags) (sfs.Handle, error)
+	open func(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error)
 }
 
 var _ sfs.Opener = (*slotFile)(nil)
@@ -51,7 +51,7 @@ var _ sfs.Opener = (*slotFile)(nil)
 // procFile is the row maker of a file whose handle is its own type.
 func procFile(h func(p *proc) sfs.Handle) func(*proc, iofs.FileMode) sfs.Node {
 	return func(p *proc, m iofs.FileMode) sfs.Node {
-		return &slotFile{p: p, mode: m, open: func(context.Context, *proc, sfs.OpenFlags) (sfs.Handle, error) { return h(p), nil }}
+		return &slotFile{p: p, mode: m, open: func(context.Context, sfs.OpenFlags) (sfs.Handle, error) { return h(p), nil }}
 	}
 }
 
@@ -65,7 +65,7 @@ func textFile(text func(p *proc, ctx context.Context) (string, error), ctl bool)
 		if ctl {
 			n = procCtl{src}
 		}
-		return &slotFile{p: p, mode: m, open: func(ctx context.Context, _ *proc, flags sfs.OpenFlags) (sfs.Handle, error) {
+		return &slotFile{p: p, mode: m, open: func(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 			return sfs.Open(ctx, n, flags)
 		}}
 	}
@@ -88,7 +88,7 @@ func (f *slotFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, e
 	if !f.p.open() {
 		return nil, syscall.ENOENT
 	}
-	h, err := f.open(ctx, f.p, flags)
+	h, err := f.open(ctx, flags)
 	if err != nil {
 		f.p.close()
 		return nil, err
