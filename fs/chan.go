@@ -200,15 +200,22 @@ func (c Chan) Create(ctx context.Context, name string, flags OpenFlags, perm iof
 // Mkdir makes the directory name in c (a Mkdirer; EPERM elsewhere). It
 // needs write and search on c.
 func (c Chan) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (Chan, error) {
+	return makeIn(ctx, c, func(d Mkdirer) (Node, error) { return d.Mkdir(ctx, name, perm) })
+}
+
+// makeIn makes a node in directory c with mk, when c's node is an I
+// (EPERM otherwise), and returns its Chan. It needs write and search on
+// c, as linux may_create does.
+func makeIn[I any](ctx context.Context, c Chan, mk func(I) (Node, error)) (Chan, error) {
 	d, err := c.dir(ctx, MayWrite|MayExec)
 	if err != nil {
 		return Chan{}, err
 	}
-	mk, ok := d.(Mkdirer)
+	i, ok := d.(I)
 	if !ok {
 		return Chan{}, syscall.EPERM
 	}
-	n, err := mk.Mkdir(ctx, name, perm)
+	n, err := mk(i)
 	if err != nil {
 		return Chan{}, err
 	}

@@ -47,37 +47,13 @@ func (c Chan) Link(ctx context.Context, target Chan, name string) error {
 // Symlink makes name in c a symbolic link to target (c a Symlinker;
 // EPERM elsewhere). It needs write and search on c.
 func (c Chan) Symlink(ctx context.Context, target, name string) (Chan, error) {
-	d, err := c.dir(ctx, MayWrite|MayExec)
-	if err != nil {
-		return Chan{}, err
-	}
-	s, ok := d.(Symlinker)
-	if !ok {
-		return Chan{}, syscall.EPERM
-	}
-	n, err := s.Symlink(ctx, target, name)
-	if err != nil {
-		return Chan{}, err
-	}
-	return newChan(ctx, n, *c.attr.Owner)
+	return makeIn(ctx, c, func(d Symlinker) (Node, error) { return d.Symlink(ctx, target, name) })
 }
 
 // Mknod makes the special file name in c (c a Mknoder; EPERM
 // elsewhere). It needs write and search on c.
 func (c Chan) Mknod(ctx context.Context, name string, mode iofs.FileMode, rdev uint64) (Chan, error) {
-	d, err := c.dir(ctx, MayWrite|MayExec)
-	if err != nil {
-		return Chan{}, err
-	}
-	m, ok := d.(Mknoder)
-	if !ok {
-		return Chan{}, syscall.EPERM
-	}
-	n, err := m.Mknod(ctx, name, mode, rdev)
-	if err != nil {
-		return Chan{}, err
-	}
-	return newChan(ctx, n, *c.attr.Owner)
+	return makeIn(ctx, c, func(d Mknoder) (Node, error) { return d.Mknod(ctx, name, mode, rdev) })
 }
 
 // Readlink returns the text of the symbolic link c (EINVAL if it is
