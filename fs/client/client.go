@@ -22,6 +22,7 @@ import (
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
 
+	sfs "sandfs/fs"
 	"sandfs/fs/ninep"
 )
 
@@ -96,16 +97,6 @@ func errnoErr(err error) error {
 	return err
 }
 
-func split(path string) []string {
-	var names []string
-	for _, n := range strings.Split(path, "/") {
-		if n != "" {
-			names = append(names, n)
-		}
-	}
-	return names
-}
-
 // File is one open file of the tree, with a file offset.
 type File struct {
 	c    *Client
@@ -117,7 +108,7 @@ type File struct {
 // Open opens path with flags (os.O_RDONLY, O_WRONLY, O_RDWR; O_TRUNC
 // truncates first).
 func (c *Client) Open(path string, flags int) (*File, error) {
-	return c.openAt(c.root, path, split(path), flags)
+	return c.openAt(c.root, path, sfs.SplitPath(path), flags)
 }
 
 // openAt opens names under directory fid dir (path names it in errors):
@@ -144,7 +135,7 @@ func (c *Client) openAt(dir p9.File, path string, names []string, flags int) (*F
 // Create makes and opens a new file (EEXIST if it exists) in a
 // directory that allows it (a sandbox's fs/).
 func (c *Client) Create(path string, perm uint32) (*File, error) {
-	names := split(path)
+	names := sfs.SplitPath(path)
 	if len(names) == 0 {
 		return nil, &Error{Op: "create " + path, Errno: syscall.EINVAL}
 	}
@@ -247,7 +238,7 @@ type Dirent struct {
 
 // ReadDir lists a directory.
 func (c *Client) ReadDir(path string) ([]Dirent, error) {
-	_, f, err := c.root.Walk(split(path))
+	_, f, err := c.root.Walk(sfs.SplitPath(path))
 	if err != nil {
 		return nil, &Error{Op: "readdir " + path, Errno: errno(err)}
 	}
@@ -276,7 +267,7 @@ func (c *Client) ReadDir(path string) ([]Dirent, error) {
 
 // Stat says whether path exists and is a directory.
 func (c *Client) Stat(path string) (dir bool, size int64, err error) {
-	_, f, _, a, err := c.root.WalkGetAttr(split(path))
+	_, f, _, a, err := c.root.WalkGetAttr(sfs.SplitPath(path))
 	if err != nil {
 		return false, 0, &Error{Op: "stat " + path, Errno: errno(err)}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hugelgupf/p9/p9"
 
 	"sandfs/ctl/msg"
+	sfs "sandfs/fs"
 )
 
 // ExecOptions describe one command run through procs/.
@@ -155,7 +156,7 @@ func (c *Client) startProc(id string, o ExecOptions) (_ *execProc, err error) {
 		}
 	}
 	p := &execProc{c: c, clone: clone, dir: dir + strings.TrimSpace(string(b)) + "/", errPath: errPath}
-	if _, p.dirf, err = c.root.Walk(split(p.dir)); err != nil {
+	if _, p.dirf, err = c.root.Walk(sfs.SplitPath(p.dir)); err != nil {
 		return nil, c.explain("walk "+p.dir, errno(err), errPath)
 	}
 	return p, nil

@@ -166,7 +166,7 @@ func (r *Remote) Root() sfs.Dir { return &remoteDir{remoteNode: remoteNode{r: r}
 // in never waits), and walks to the server at its first Lookup or List.
 // o says how the tree under it behaves (BindOptions).
 func (r *Remote) Bind(path string, a sfs.Attr, o BindOptions) sfs.Dir {
-	names := splitPath(path)
+	names := sfs.SplitPath(path)
 	return &remoteDir{remoteNode: remoteNode{r: r, names: names, base: len(names), bind: o}, fixed: &a}
 }
 
@@ -174,7 +174,7 @@ func (r *Remote) Bind(path string, a sfs.Attr, o BindOptions) sfs.Dir {
 // operation walks there. For callers that know what they open (a clone
 // file, a stream), it spares a round trip per path element.
 func (r *Remote) File(path string) sfs.Node {
-	return &remoteFile{remoteNode: remoteNode{r: r, names: splitPath(path)}}
+	return &remoteFile{remoteNode: remoteNode{r: r, names: sfs.SplitPath(path)}}
 }
 
 // Close closes every session; open handles then fail. It does not block

@@ -75,16 +75,6 @@ func (o *onceAttr) take() (sfs.Attr, bool) {
 	return o.a, true
 }
 
-func splitPath(p string) []string {
-	var out []string
-	for _, s := range strings.Split(p, "/") {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 func (n *remoteNode) path() string { return strings.Join(n.names, "/") }
 
 // child returns the node of n's entry name, not looked up.
