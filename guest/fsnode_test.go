@@ -295,11 +295,17 @@ func TestFSAttrs(t *testing.T) {
 	if err := os.WriteFile(p, []byte("12345"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	syscall.Chmod(p, 0o4751) // os.Chmod would drop the setuid bit (0o4000 is not os.ModeSetuid)
-	os.Link(p, filepath.Join(ts.root, "f2"))
-	os.Symlink("f", filepath.Join(ts.root, "l"))
 	var st syscall.Stat_t
-	syscall.Stat(p, &st)
+	for _, err := range []error{
+		syscall.Chmod(p, 0o4751), // os.Chmod would drop the setuid bit (0o4000 is not os.ModeSetuid)
+		os.Link(p, filepath.Join(ts.root, "f2")),
+		os.Symlink("f", filepath.Join(ts.root, "l")),
+		syscall.Stat(p, &st),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	f, err := walk(t, root, "fs/f")
 	if err != nil {
@@ -328,9 +334,16 @@ func TestFSAttrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen := 0
 	for _, e := range ents {
+		if e.Name == "f" || e.Name == "l" {
+			seen++
+		}
 		if e.Name == "f" && e.QID.Path != st.Ino || e.Name == "l" && e.QID.Type != p9.TypeSymlink {
 			t.Errorf("readdir entry %q: qid %+v", e.Name, e.QID)
 		}
+	}
+	if seen != 2 {
+		t.Errorf("readdir fs: %d of the entries f and l in %v", seen, ents)
 	}
 }
