@@ -28,6 +28,11 @@ func TestClunkEndsBlockedRead(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { _, err := f.ReadAt(make([]byte, 10), 0); done <- err }()
 		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("%s: read ended before the clunk: %v", name, err)
+		default:
+		}
 		f.Close()
 		select {
 		case err := <-done:
@@ -165,6 +170,11 @@ func TestClunkEndsBlockedWrite(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("stdin write ended before the clunk: %v", err)
+	default:
+	}
 	f.Close()
 	select {
 	case err := <-done:
