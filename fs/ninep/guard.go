@@ -77,29 +77,24 @@ func Guard(fn func() error) (err error) {
 // p9 client becomes ErrBadReply (recover: see the comment at the top of
 // this file), and so does a count larger than len(p). On error n is 0.
 func ReadP9(f p9.File, p []byte, off int64) (n int, err error) {
-	err = Guard(func() error {
-		var err error
-		n, err = f.ReadAt(p, off)
-		return err
-	})
-	if n > len(p) || n < 0 {
-		return 0, fmt.Errorf("%w: Rread of %d bytes for a read of %d", ErrBadReply, n, len(p))
-	}
-	if errors.Is(err, ErrBadReply) {
-		return 0, err
-	}
-	return n, err
+	return countedP9("Rread", "read", len(p), func() (int, error) { return f.ReadAt(p, off) })
 }
 
 // WriteP9 is f.WriteAt(p, off) for a server that may lie, as ReadP9.
 func WriteP9(f p9.File, p []byte, off int64) (n int, err error) {
+	return countedP9("Rwrite", "write", len(p), func() (int, error) { return f.WriteAt(p, off) })
+}
+
+// countedP9 runs the request io of want bytes under Guard and refuses a
+// reply (named reply, of a request named op) that counts more than want.
+func countedP9(reply, op string, want int, io func() (int, error)) (n int, err error) {
 	err = Guard(func() error {
 		var err error
-		n, err = f.WriteAt(p, off)
+		n, err = io()
 		return err
 	})
-	if n > len(p) || n < 0 {
-		return 0, fmt.Errorf("%w: Rwrite of %d bytes for a write of %d", ErrBadReply, n, len(p))
+	if n > want || n < 0 {
+		return 0, fmt.Errorf("%w: %s of %d bytes for a %s of %d", ErrBadReply, reply, n, op, want)
 	}
 	if errors.Is(err, ErrBadReply) {
 		return 0, err
