@@ -65,6 +65,22 @@ var sandboxBad = []badInput{
 	{"two lines", "pause\nresume\n"},
 }
 
+// writeBad writes each of bad to ctlPath and checks the errno and the
+// text errPath then holds against what table tb says (want).
+func writeBad(t *testing.T, tg target, bad []badInput, tb ctl.Table, ctlPath, errPath string) {
+	t.Helper()
+	for _, in := range bad {
+		errno, text := want(t, in.msg, tb)
+		err := writeFile(tg, ctlPath, in.msg)
+		if got := errnoOf(err); got != errno {
+			t.Errorf("%s: write %s %q = %v (%d); want %v", in.name, ctlPath, in.msg, err, got, errno)
+		}
+		if got, err := readFile(tg, errPath); err != nil || got != text+"\n" {
+			t.Errorf("%s: read %s = %q, %v; want %q", in.name, errPath, got, err, text+"\n")
+		}
+	}
+}
+
 // want returns the errno and text ctl gives for msg on table tb.
 func want(t *testing.T, msg string, tb ctl.Table) (syscall.Errno, string) {
 	t.Helper()
@@ -119,16 +135,7 @@ var checks = map[string]func(t *testing.T, tg target){
 		}
 	},
 	"bad global messages": func(t *testing.T, tg target) {
-		for _, in := range globalBad {
-			errno, text := want(t, in.msg, ctl.GlobalVerbs)
-			err := writeFile(tg, "ctl", in.msg)
-			if got := errnoOf(err); got != errno {
-				t.Errorf("%s: write ctl %q = %v (%d); want %v", in.name, in.msg, err, got, errno)
-			}
-			if got, err := readFile(tg, "err"); err != nil || got != text+"\n" {
-				t.Errorf("%s: read err = %q, %v; want %q", in.name, got, err, text+"\n")
-			}
-		}
+		writeBad(t, tg, globalBad, ctl.GlobalVerbs, "ctl", "err")
 	},
 	"new without runtime-level failure lists the sandbox": func(t *testing.T, tg target) {
 		newSandbox(t, tg, "box1")
@@ -160,16 +167,7 @@ var checks = map[string]func(t *testing.T, tg target){
 	},
 	"bad sandbox messages": func(t *testing.T, tg target) {
 		newSandbox(t, tg, "box2")
-		for _, in := range sandboxBad {
-			errno, text := want(t, in.msg, ctl.SandboxVerbs)
-			err := writeFile(tg, "sandboxes/box2/ctl", in.msg)
-			if got := errnoOf(err); got != errno {
-				t.Errorf("%s: write %q = %v (%d); want %v", in.name, in.msg, err, got, errno)
-			}
-			if got, err := readFile(tg, "sandboxes/box2/err"); err != nil || got != text+"\n" {
-				t.Errorf("%s: read sandbox err = %q, %v; want %q", in.name, got, err, text+"\n")
-			}
-		}
+		writeBad(t, tg, sandboxBad, ctl.SandboxVerbs, "sandboxes/box2/ctl", "sandboxes/box2/err")
 	},
 	"verb in the wrong state": func(t *testing.T, tg target) {
 		newSandbox(t, tg, "box3")
