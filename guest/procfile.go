@@ -55,15 +55,19 @@ func procFile(h func(p *proc) sfs.Handle) func(*proc, iofs.FileMode) sfs.Node {
 	}
 }
 
-// textFile is the row maker of a text file (sfs.Source: generated at the
+// textFile is the row maker of a text file (an sfs.TextFile, generated at the
 // first read and again when a read starts at 0), writable as ctl if
 // ctl is set.
 func textFile(text func(p *proc, ctx context.Context) (string, error), ctl bool) func(*proc, iofs.FileMode) sfs.Node {
 	return func(p *proc, m iofs.FileMode) sfs.Node {
-		src := procText{p: p, text: text}
-		var n sfs.Node = src
+		tf := sfs.TextFile{Mode: m, Gen: func(ctx context.Context, b *bytes.Buffer) error {
+			s, err := text(p, ctx)
+			b.WriteString(s)
+			return err
+		}}
+		var n sfs.Node = &tf
 		if ctl {
-			n = procCtl{src}
+			n = &sfs.CtlFile{TextFile: tf, Msg: func(_ context.Context, b []byte) error { return p.ctl(b) }}
 		}
 		return &slotFile{p: p, mode: m, open: func(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 			return sfs.Open(ctx, n, flags)
@@ -119,29 +123,6 @@ func (h *slotHandle) Close() error {
 	h.once.Do(h.p.close)
 	return err
 }
-
-// procText is a text file of a slot, procCtl the same taking ctl
-// messages.
-type (
-	procText struct {
-		p    *proc
-		text func(p *proc, ctx context.Context) (string, error)
-	}
-	procCtl struct{ procText }
-)
-
-// Stat implements sfs.Node.Stat (unused: slotFile stands for it).
-func (t procText) Stat(context.Context) (sfs.Attr, error) { return sfs.Attr{}, nil }
-
-// Text implements sfs.Source.
-func (t procText) Text(ctx context.Context, b *bytes.Buffer) error {
-	s, err := t.text(t.p, ctx)
-	b.WriteString(s)
-	return err
-}
-
-// Message implements sfs.Sink.
-func (c procCtl) Message(_ context.Context, m []byte) error { return c.p.ctl(m) }
 
 // streamHandle is an open stdout or stderr: a pipe, whose reads ignore
 // the offset and consume; a read blocks until there is output or the
