@@ -35,7 +35,7 @@ const (
 type readAhead struct {
 	mu     sync.Mutex // serializes the handle's reads; held across a fill
 	next   int64      // where the last read ended: a read here is sequential
-	fills  int        // windows filled so far
+	filled bool       // a window was filled before: the next are readAheadChunks reads
 	off    int64      // offset of data[0]
 	data   []byte     // the window; nil: none
 	end    error      // what the read after data met: nil (not read), io.EOF (short), or an error
@@ -80,26 +80,21 @@ func (w *readAhead) readOnce(ctx context.Context, h *remoteHandle, p []byte, off
 	sequential := off == w.next
 	short := errors.Is(w.end, io.EOF) // at the end of the file: ask once
 	w.drop(h.n.r)
-	if !sequential || len(p) == 0 {
-		n, err := h.readServer(ctx, p, off)
-		w.next = off + int64(n)
-		return n, err
-	}
 	chunk := h.n.r.opt.ReadMax
 	if chunk <= 0 {
 		chunk = readAheadChunk
 	}
 	chunks := readAheadChunks
-	if w.fills == 0 || short {
+	if !w.filled || short {
 		chunks = 1
 	}
 	size := int64(chunks * chunk)
-	if !h.n.r.reserve(size) {
+	if !sequential || len(p) == 0 || !h.n.r.reserve(size) {
 		n, err := h.readServer(ctx, p, off)
 		w.next = off + int64(n)
 		return n, err
 	}
-	w.fills++
+	w.filled = true
 	w.held = size
 	w.off = off
 	w.data, w.end = h.fill(ctx, off, chunk, chunks)
