@@ -1,9 +1,9 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"strconv"
-	"syscall"
 
 	sfs "sandfs/fs"
 )
@@ -21,23 +21,27 @@ func (f *cloneFile) Stat(context.Context) (sfs.Attr, error) { return synthAttr(0
 
 // Open implements sfs.Opener.
 func (f *cloneFile) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
-	return &cloneHandle{p: f.s.procs.alloc()}, nil
+	h := &cloneHandle{p: f.s.procs.alloc()}
+	h.text.Src = h
+	return h, nil
 }
 
 // cloneHandle is an open procs/clone: the slot it allocated, which it
 // holds open until Close.
-type cloneHandle struct{ p *proc }
+type cloneHandle struct {
+	p    *proc
+	text sfs.TextHandle
+}
+
+// Text implements sfs.Source: the slot number.
+func (h *cloneHandle) Text(_ context.Context, b *bytes.Buffer) error {
+	b.WriteString(strconv.Itoa(h.p.n) + "\n")
+	return nil
+}
 
 // Read implements sfs.Handle.Read.
-func (h *cloneHandle) Read(_ context.Context, b []byte, off int64) (int, error) {
-	s := strconv.Itoa(h.p.n) + "\n"
-	if off < 0 {
-		return 0, syscall.EINVAL
-	}
-	if off >= int64(len(s)) {
-		return 0, nil
-	}
-	return copy(b, s[off:]), nil
+func (h *cloneHandle) Read(ctx context.Context, b []byte, off int64) (int, error) {
+	return h.text.Read(ctx, b, off)
 }
 
 // Write implements sfs.Handle.Write: one ctl message.
