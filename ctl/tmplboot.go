@@ -93,11 +93,13 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	if err := copyLog(filepath.Join(s.Dir, "console"), filepath.Join(entry, entryConsole)); err != nil {
 		return nil, Errorf(syscall.EIO, "new: console: %v", err)
 	}
-	m, err := r.startFrom(ctx, s, filepath.Join(entry, entrySnap), tmplHostname)
+	// cfg is s's, and the run directory is laid out: launch, not
+	// startFrom (which would stat the template and kernel and lay out
+	// the directory again).
+	vm, err := r.launch(ctx, s.ID, cfg, filepath.Join(entry, entrySnap))
 	if err != nil {
 		return nil, err
 	}
-	vm := m.(*vmmMachine)
 	if err := refreshGuest(ctx, vm.uds, s.ID, time.Now); err != nil {
 		vm.p.Kill()
 		vm.p.Wait()

@@ -164,15 +164,21 @@ func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname s
 	if err != nil {
 		return nil, err
 	}
-	cfg.Restore = snapshot
 	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
 		return nil, err
 	}
+	return r.launch(ctx, s.ID, cfg, snapshot)
+}
+
+// launch starts the VMM of sandbox id with cfg, restoring snapshot (""
+// boots), in a run directory prepareRunDir laid out.
+func (r *VMMRuntime) launch(ctx context.Context, id string, cfg vmmproc.Config, snapshot string) (*vmmMachine, error) {
+	cfg.Restore = snapshot
 	p, err := vmmproc.Launch(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
-	r.Log.Info("vmm started", "id", s.ID, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
+	r.Log.Info("vmm started", "id", id, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
 	boot := "cold"
 	if snapshot != "" {
 		boot = "restore"
