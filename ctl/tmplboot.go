@@ -265,18 +265,27 @@ func copyLog(dst, src string) error {
 // waitAgent waits until the guest agent behind the hybrid vsock socket
 // uds serves 9P (an attach answers), or agentWait or ctx ends.
 func waitAgent(ctx context.Context, uds string) error {
+	cl, _, err := dialAgentWait(ctx, uds, 100*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("agent not serving: %v", err)
+	}
+	return cl.Close()
+}
+
+// dialAgentWait is dialAgentCtl tried again every `every` until it
+// succeeds, or agentWait or ctx ends (then its last error).
+func dialAgentWait(ctx context.Context, uds string, every time.Duration) (*p9.Client, p9.File, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentWait)
 	defer cancel()
 	for {
-		cl, _, err := dialAgentCtl(ctx, uds)
+		cl, ctl, err := dialAgentCtl(ctx, uds)
 		if err == nil {
-			cl.Close()
-			return nil
+			return cl, ctl, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("agent not serving: %v", err)
-		case <-time.After(100 * time.Millisecond):
+			return nil, nil, err
+		case <-time.After(every):
 		}
 	}
 }
@@ -310,21 +319,9 @@ func dialAgentCtl(ctx context.Context, uds string) (*p9.Client, p9.File, error) 
 // clock (agent verb time), its own hostname, and 64 bytes of fresh host
 // entropy, through the agent's /ctl.
 func refreshGuest(ctx context.Context, uds, hostname string, now func() time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, agentWait)
-	defer cancel()
-	var (
-		cl  *p9.Client
-		ctl p9.File
-		err error
-	)
-	for cl == nil {
-		if cl, ctl, err = dialAgentCtl(ctx, uds); err != nil {
-			select {
-			case <-ctx.Done():
-				return Errorf(syscall.ETIMEDOUT, "agent not serving: %v", err)
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
+	cl, ctl, err := dialAgentWait(ctx, uds, 20*time.Millisecond)
+	if err != nil {
+		return Errorf(syscall.ETIMEDOUT, "agent not serving: %v", err)
 	}
 	defer cl.Close()
 	if _, _, err := ctl.Open(p9.WriteOnly); err != nil {
