@@ -1,7 +1,6 @@
 package ctl
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,30 +15,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sandfs/test/syncbuf"
 )
 
-// syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // openPlane opens a Plane on dir with rt, closed at the end of the test.
-func openPlane(t *testing.T, dir string, rt Runtime) (*Plane, *syncBuf) {
+func openPlane(t *testing.T, dir string, rt Runtime) (*Plane, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuf{}
+	logs := &syncbuf.Buffer{}
 	p, err := Open(dir, rt, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatalf("Open(%q) = _, %v", dir, err)

@@ -13,11 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"sandfs/test/syncbuf"
 	"sandfs/test/testenv"
 )
 
@@ -49,13 +49,13 @@ func freePort(t *testing.T) int {
 // proc is a started sandfs process with its stderr.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *logBuffer
+	stderr *syncbuf.Buffer
 	done   chan error
 }
 
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), stderr: new(logBuffer), done: make(chan error, 1)}
+	p := &proc{cmd: exec.Command(bin, args...), stderr: new(syncbuf.Buffer), done: make(chan error, 1)}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -282,23 +282,4 @@ func TestServeAndMount(t *testing.T) {
 		t.Errorf("%s still mounted after SIGTERM with a file open in it", mnt)
 		syscall.Unmount(mnt, syscall.MNT_DETACH)
 	}
-}
-
-// logBuffer is a process's stderr, written by exec's copier and read by
-// the test.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
