@@ -1,13 +1,12 @@
 package vmm
 
 import (
-	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"sandfs/test/syncbuf"
 	"sandfs/test/testenv"
 	"sandfs/vmm/testguest"
 )
@@ -36,23 +35,8 @@ func kernelPath(t *testing.T) string {
 	return p
 }
 
-// console is a goroutine-safe buffer for the guest's serial output.
-type console struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (c *console) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.Write(p)
-}
-
-func (c *console) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.String()
-}
+// console is the guest's serial output, goroutine-safe (syncbuf).
+type console struct{ syncbuf.Buffer }
 
 // waitFor polls the console until it contains s.
 func (c *console) waitFor(t *testing.T, s string, d time.Duration) {

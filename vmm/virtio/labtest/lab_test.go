@@ -13,12 +13,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"sandfs/test/syncbuf"
 	"sandfs/test/testenv"
 	"sandfs/vmm"
 	"sandfs/vmm/bus"
@@ -45,22 +45,8 @@ func need(t *testing.T, ok bool, why string) {
 	testenv.Need(t, ok, why)
 }
 
-type console struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (c *console) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.Write(p)
-}
-
-func (c *console) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.String()
-}
+// console is the guest's serial output, goroutine-safe (syncbuf).
+type console struct{ syncbuf.Buffer }
 
 func (c *console) waitFor(t *testing.T, s string, d time.Duration) {
 	t.Helper()
