@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/test/testenv"
 	"sandfs/vmm/testguest"
 )
 
 func newTestMachine(t *testing.T, cpus int, mode string, con *console, memFile string) *Machine {
 	t.Helper()
-	needKVM(t)
-	k, err := os.ReadFile(kernelPath(t))
+	testenv.NeedGuests(t)
+	k, err := os.ReadFile(testguest.Kernel(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +147,8 @@ func fmtInt(n int) string {
 // about the machine: KVM detected with kvmclock, both CPUs up through the MP
 // table, the 16550A found, no XSAVE or other warnings.
 func TestBootLog(t *testing.T) {
-	needKVM(t)
-	k, err := os.ReadFile(kernelPath(t))
+	testenv.NeedGuests(t)
+	k, err := os.ReadFile(testguest.Kernel(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"sandfs/test/syncbuf"
-	"sandfs/test/testenv"
 	"sandfs/vmm/testguest"
 )
 
@@ -18,21 +17,6 @@ func TestMain(m *testing.M) {
 		testguest.Init()
 	}
 	os.Exit(m.Run())
-}
-
-// needKVM hands the test to the lab unless the host probe says guests run
-// natively here (testenv.NeedGuests).
-func needKVM(t *testing.T) {
-	t.Helper()
-	testenv.NeedGuests(t)
-}
-
-// kernelPath is the guest kernel (testenv.Kernel), which must exist.
-func kernelPath(t *testing.T) string {
-	t.Helper()
-	p := testenv.Kernel()
-	testenv.NeedFile(t, p, "make kernel")
-	return p
 }
 
 // console is the guest's serial output, goroutine-safe (syncbuf).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"sandfs/snapshot"
+	"sandfs/test/testenv"
 	"sandfs/vmm/testguest"
 )
 
@@ -23,12 +24,12 @@ type dirtyGuest struct {
 
 func newDirtyGuest(t *testing.T, mem uint64, tracking, snap string) *dirtyGuest {
 	t.Helper()
-	needKVM(t)
+	testenv.NeedGuests(t)
 	g := &dirtyGuest{t: t, con: &console{}}
 	cfg := MachineConfig{MemBytes: mem, CPUs: 1, Cmdline: "quiet " + testguest.Mode + "=dirty",
 		Console: g.con, Tracking: tracking}
 	if snap == "" {
-		k, err := os.ReadFile(kernelPath(t))
+		k, err := os.ReadFile(testguest.Kernel(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"sandfs/test/cpio"
+	"sandfs/test/testenv"
 )
 
 // Initramfs is an uncompressed initramfs whose /init is the running
@@ -56,4 +57,13 @@ func Initrd(t testing.TB) []byte {
 		t.Fatal(self.err)
 	}
 	return self.data
+}
+
+// Kernel is the path of the guest kernel (testenv.Kernel), which must
+// exist (testenv.NeedFile: built by `make kernel`).
+func Kernel(t testing.TB) string {
+	t.Helper()
+	p := testenv.Kernel()
+	testenv.NeedFile(t, p, "make kernel")
+	return p
 }

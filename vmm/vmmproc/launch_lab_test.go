@@ -24,7 +24,7 @@ import (
 // launchConfig is a VMM process config for the test guest in dir.
 func launchConfig(t *testing.T, dir, mode string) Config {
 	t.Helper()
-	needKVM(t)
+	testenv.NeedGuests(t)
 	initrd := filepath.Join(dir, "initrd")
 	if _, err := os.Stat(initrd); err != nil {
 		if err := os.WriteFile(initrd, testguest.Initrd(t), 0o644); err != nil {
@@ -32,7 +32,7 @@ func launchConfig(t *testing.T, dir, mode string) Config {
 		}
 	}
 	return Config{
-		ID: "t", Kernel: kernelPath(t), Initrd: initrd, Cmdline: "quiet " + testguest.Mode + "=" + mode,
+		ID: "t", Kernel: testguest.Kernel(t), Initrd: initrd, Cmdline: "quiet " + testguest.Mode + "=" + mode,
 		MemBytes: 128 << 20, CPUs: 1,
 		Socket: filepath.Join(dir, "ctl.sock"), Console: filepath.Join(dir, "console"),
 		LogFile: filepath.Join(dir, "vmm.log"),

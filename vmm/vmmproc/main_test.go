@@ -42,29 +42,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// needKVM hands the test to the lab unless the host probe says guests run
-// natively here (testenv.NeedGuests).
-func needKVM(t *testing.T) {
-	t.Helper()
-	testenv.NeedGuests(t)
-}
-
-// kernelPath is the guest kernel (testenv.Kernel), which must exist.
-func kernelPath(t *testing.T) string {
-	t.Helper()
-	p := testenv.Kernel()
-	testenv.NeedFile(t, p, "make kernel")
-	return p
-}
-
 const bootTimeout = 60 * time.Second // nested KVM under TCG is slow
 
 // newTestMachine is a machine booting the test guest in mode (package
 // testguest), its console discarded.
 func newTestMachine(t *testing.T, cpus int, mode string) *vmm.Machine {
 	t.Helper()
-	needKVM(t)
-	k, err := os.ReadFile(kernelPath(t))
+	testenv.NeedGuests(t)
+	k, err := os.ReadFile(testguest.Kernel(t))
 	if err != nil {
 		t.Fatal(err)
 	}
