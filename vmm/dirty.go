@@ -158,26 +158,33 @@ func (r *guestRAM) MarkDirty(gpa uint64, n int) {
 }
 
 // collect adds the pages dirtied since the last collect (or arm) to
-// r.dirty and re-arms tracking. vCPUs and devices must be paused.
-func (r *guestRAM) collect(vm *kvm.VM) error {
+// r.dirty and re-arms tracking. With soft-dirty tracking the same pagemap
+// read also gives the pages that hold data (present or swapped), which it
+// returns for a full snapshot (fullPages); otherwise it returns nil. vCPUs
+// and devices must be paused.
+func (r *guestRAM) collect(vm *kvm.VM) (held snapshot.Pages, err error) {
 	switch r.tracking {
 	case TrackSoftDirty:
+		held = snapshot.NewPages(uint64(len(r.mem) / pageSize))
 		err := readPagemap(r.pagemap, r.mem, func(p, e uint64) {
-			if e&pmSoftDirty != 0 && e&(pmPresent|pmSwapped) != 0 {
-				r.dirty.Set(p)
+			if e&(pmPresent|pmSwapped) != 0 {
+				held.Set(p)
+				if e&pmSoftDirty != 0 {
+					r.dirty.Set(p)
+				}
 			}
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := r.clearRefs.Write(clearSoftDirty); err != nil {
-			return fmt.Errorf("clear soft-dirty bits: %w", err)
+			return nil, fmt.Errorf("clear soft-dirty bits: %w", err)
 		}
 	case TrackDirtyLog:
 		for i, reg := range r.regions {
 			bm := make([]uint64, (reg.Size/pageSize+63)/64)
 			if err := vm.DirtyLog(uint32(i), bm); err != nil {
-				return err
+				return nil, err
 			}
 			first := reg.Offset / pageSize
 			for w, bits := range bm {
@@ -190,7 +197,7 @@ func (r *guestRAM) collect(vm *kvm.VM) error {
 			r.dirty[i] |= atomic.SwapUint64(&r.vmmLog[i], 0)
 		}
 	}
-	return nil
+	return held, nil
 }
 
 // arm starts tracking afresh (after a restore): whatever the mapping

@@ -3,6 +3,7 @@ package vmm
 import (
 	"bytes"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"sandfs/snapshot"
@@ -53,7 +54,7 @@ func TestRAMFromChain(t *testing.T) {
 		r.mem[p*pageSize+5]++
 	}
 	_ = r.mem[7*pageSize] // a read is not a write
-	if err := r.collect(nil); err != nil {
+	if _, err := r.collect(nil); err != nil {
 		t.Fatal(err)
 	}
 	got := r.dirty.Runs(0)
@@ -63,8 +64,37 @@ func TestRAMFromChain(t *testing.T) {
 	}
 	// Re-armed by collect: nothing new is dirty.
 	r.dirty.Clear()
-	if err := r.collect(nil); err != nil || r.dirty.Count() != 0 {
+	if _, err := r.collect(nil); err != nil || r.dirty.Count() != 0 {
 		t.Errorf("second collect: %v, %d dirty pages; want none", err, r.dirty.Count())
+	}
+}
+
+// TestCollectHeldPages: soft-dirty collect's one pagemap read gives a
+// full snapshot of anonymous RAM the same pages present() reads.
+func TestCollectHeldPages(t *testing.T) {
+	r, err := mapRAM(4<<20, "", procFiles{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	for _, p := range []uint64{0, 5, 6, 900} {
+		r.mem[p*pageSize+9] = 1
+	}
+	held, err := r.collect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := r.present()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held == nil || !slices.Equal(held, want) || !held.Has(900) {
+		t.Errorf("pages collect held %v; present() reads %v", held.Runs(0), want.Runs(0))
+	}
+	full, err := r.fullPages(held)
+	if err != nil || !slices.Equal(full, want) {
+		t.Errorf("fullPages = %v, %v; want %v", full.Runs(0), err, want.Runs(0))
 	}
 }
 

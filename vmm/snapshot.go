@@ -48,7 +48,8 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
 	r := m.ram
-	if err := r.collect(m.vm); err != nil {
+	held, err := r.collect(m.vm)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
 	var over *snapshot.Snapshot
@@ -67,7 +68,7 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 	}
 	pages := r.dirty
 	if over == nil {
-		if pages, err = r.fullPages(); err != nil {
+		if pages, err = r.fullPages(held); err != nil {
 			return nil, fmt.Errorf("%s: %w", verb, err)
 		}
 	}
@@ -82,9 +83,13 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 }
 
 // fullPages is every page that may hold data: present pages of anonymous
-// RAM, or for restored RAM the chain's pages and every page dirtied since.
-func (r *guestRAM) fullPages() (snapshot.Pages, error) {
+// RAM (held, if collect read them, else read here), or for restored RAM
+// the chain's pages and every page dirtied since.
+func (r *guestRAM) fullPages(held snapshot.Pages) (snapshot.Pages, error) {
 	if !r.restored {
+		if held != nil {
+			return held, nil
+		}
 		return r.present()
 	}
 	s := snapshot.NewPages(r.size / pageSize)
