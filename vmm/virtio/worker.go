@@ -8,6 +8,13 @@ import "sync"
 // returns false if the driver queued a bad chain (the device is then
 // failed). Call it between Begin and End.
 func (t *Transport) Drain(q *Queue, fn func(c *Chain) uint32) bool {
+	return t.DrainSignal(q, fn, t.SignalUsed)
+}
+
+// DrainSignal is Drain with the driver's notification left to signal,
+// called after each batch of chains (a device that defers its used-buffer
+// notifications decides there whether to call SignalUsed).
+func (t *Transport) DrainSignal(q *Queue, fn func(c *Chain) uint32, signal func(q *Queue)) bool {
 	for {
 		for {
 			c, ok, err := q.Pop()
@@ -20,7 +27,7 @@ func (t *Transport) Drain(q *Queue, fn func(c *Chain) uint32) bool {
 			}
 			q.Push(c.Head, fn(c))
 		}
-		t.SignalUsed(q)
+		signal(q)
 		q.SetAvailEvent()
 		if !q.Pending() {
 			return true

@@ -152,34 +152,25 @@ type txSignal struct {
 	since       time.Time // when the first of them was pushed
 }
 
-// drainTx handles every chain on the tx queue, as virtio.Transport.Drain
-// does, but signals the driver as the comment above says. It runs between
+// drainTx handles every chain on the tx queue (virtio.Transport.DrainSignal),
+// signalling the driver as the comment above says. It runs between
 // Transport.Begin and End.
 func (d *Device) drainTx() bool {
-	q := d.t.Queue(txQueue)
-	for {
-		for {
-			ch, ok, err := q.Pop()
-			if err != nil {
-				d.t.Fail(err)
-				return false
-			}
-			if !ok {
-				break
-			}
-			q.Push(ch.Head, d.handleTx(ch))
-			if d.tx.unsignalled++; d.tx.unsignalled == 1 {
-				d.tx.since = time.Now()
-				time.AfterFunc(txSignalAfter, d.txKick.Kick)
-			}
+	return d.t.DrainSignal(d.t.Queue(txQueue), func(ch *virtio.Chain) uint32 {
+		n := d.handleTx(ch)
+		if d.tx.unsignalled++; d.tx.unsignalled == 1 {
+			d.tx.since = time.Now()
+			time.AfterFunc(txSignalAfter, d.txKick.Kick)
 		}
-		if d.tx.unsignalled >= int(q.Size/4) || d.tx.unsignalled > 0 && time.Since(d.tx.since) >= txSignalAfter {
-			d.t.SignalUsed(q)
-			d.tx.unsignalled = 0
-		}
-		q.SetAvailEvent()
-		if !q.Pending() {
-			return true
-		}
+		return n
+	}, d.signalTx)
+}
+
+// signalTx signals the tx queue's used buffers once a quarter of the ring
+// or txSignalAfter's worth of them waits.
+func (d *Device) signalTx(q *virtio.Queue) {
+	if d.tx.unsignalled >= int(q.Size/4) || d.tx.unsignalled > 0 && time.Since(d.tx.since) >= txSignalAfter {
+		d.t.SignalUsed(q)
+		d.tx.unsignalled = 0
 	}
 }
