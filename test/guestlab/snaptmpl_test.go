@@ -28,6 +28,13 @@ func TestTemplateSnapshot(t *testing.T) {
 		return time.Since(start)
 	}
 	first := newServing("a", "")
+	// The snapshot was saved before a's new returned. A restore that
+	// missed the time write would run b's clock from then: b restores
+	// at least clockGap later, so its clock check below can fail (the
+	// lab's slowness alone made the gap 2 to 7 s, inside the check's 5 s
+	// on a fast run).
+	const clockGap = 10 * time.Second
+	time.Sleep(clockGap)
 	second := newServing("b", "")
 	for _, l := range strings.Split(d.log.String(), "\n") {
 		if strings.Contains(l, "agent serving") {
