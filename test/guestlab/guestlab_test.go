@@ -371,14 +371,7 @@ func BenchmarkGuestRatios(b *testing.B) {
 	d.mustSh(b, `echo 'new t template=base' > ctl; echo true > sandboxes/t/exec; cat sandboxes/t/exec`)
 	sb := filepath.Join(d.mnt, "sandboxes/t")
 	const n = 50
-	guestNs := func(script string) float64 {
-		out := d.mustSh(b, "cd sandboxes/t; echo '"+script+"' > exec; cat exec")
-		v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
-		if err != nil {
-			b.Fatalf("guest timing %q: %q", script, out)
-		}
-		return v
-	}
+	guestNs := func(script string) float64 { return d.guestNs(b, "t", script) }
 	for range b.N {
 		// exec through the exec file.
 		t0 := time.Now()
@@ -432,17 +425,7 @@ func BenchmarkGuestRatios(b *testing.B) {
 		f.Close()
 		writeNs := float64(time.Since(t0).Nanoseconds())
 		t0 = time.Now()
-		f, _ = os.Open(p)
-		rb := make([]byte, 128<<10)
-		total := 0
-		for {
-			k, err := f.Read(rb)
-			total += k
-			if k == 0 || err != nil {
-				break
-			}
-		}
-		f.Close()
+		total := readThrough(b, p, 128<<10)
 		readNs := float64(time.Since(t0).Nanoseconds())
 		if total != size {
 			b.Fatalf("read %d bytes of %d", total, size)
@@ -630,4 +613,36 @@ func (d *daemon) streamsAtOnce(t *testing.T, id string, i int, reader string) bo
 	logf("run %d (%s, %s): exec read after %v: %q, %v; execstatus %q then (the line came only when the command ended)",
 		i, id, reader, first.Round(time.Millisecond), out, err, strings.TrimSpace(st))
 	return false
+}
+
+// guestNs runs script, which prints a number of nanoseconds it timed, in
+// sandbox id's guest and returns that number.
+func (d *daemon) guestNs(tb testing.TB, id, script string) float64 {
+	tb.Helper()
+	out := d.mustSh(tb, "cd sandboxes/"+id+"; echo '"+script+"' > exec; cat exec")
+	v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	if err != nil {
+		tb.Fatalf("guest timing %q: %q", script, out)
+	}
+	return v
+}
+
+// readThrough reads the file at p to its end (or its first error) in
+// reads of chunk bytes, and returns how many bytes it read.
+func readThrough(tb testing.TB, p string, chunk int) int {
+	tb.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, chunk)
+	total := 0
+	for {
+		n, err := f.Read(buf)
+		total += n
+		if n == 0 || err != nil {
+			return total
+		}
+	}
 }

@@ -3,10 +3,7 @@ package guestlab
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,11 +33,7 @@ func BenchmarkFSHops(b *testing.B) {
 		b.Fatalf("the sandbox's vsock socket: found %v", socks)
 	}
 	for range b.N {
-		out := d.mustSh(b, `cd sandboxes/t; echo 's=$(date +%s%N); dd if=/tmp/hops of=/dev/null bs=128k 2>/dev/null; e=$(date +%s%N); echo $((e-s))' > exec; cat exec`)
-		guestNs, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
-		if err != nil {
-			b.Fatalf("guest dd timing: %q", out)
-		}
+		guestNs := d.guestNs(b, "t", `s=$(date +%s%N); dd if=/tmp/hops of=/dev/null bs=128k 2>/dev/null; e=$(date +%s%N); echo $((e-s))`)
 		report := func(name string, t0 time.Time) {
 			b.ReportMetric(float64(time.Since(t0).Nanoseconds())/guestNs, name+"/guest")
 		}
@@ -55,20 +48,7 @@ func BenchmarkFSHops(b *testing.B) {
 		readAt(b, f, size, 128<<10, 4)
 		report("agent-128Kx4", t0)
 		t0 = time.Now()
-		fr, err := os.Open(filepath.Join(d.mnt, "sandboxes/t/fs/tmp/hops"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf := make([]byte, 128<<10)
-		total := 0
-		for {
-			n, err := fr.Read(buf)
-			total += n
-			if n == 0 || err != nil {
-				break
-			}
-		}
-		fr.Close()
+		total := readThrough(b, filepath.Join(d.mnt, "sandboxes/t/fs/tmp/hops"), 128<<10)
 		if total != size {
 			b.Fatalf("FUSE read %d bytes of %d", total, size)
 		}
