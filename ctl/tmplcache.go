@@ -122,10 +122,9 @@ func (c *tmplCache) write(ctx context.Context, final string, build func(ctx cont
 	// 96 bytes of path), are inside it.
 	key := filepath.Base(final)
 	prefix := ".b-" + key[max(0, len(key)-8):] + "-"
-	if old, _ := filepath.Glob(filepath.Join(c.dir, prefix+"*")); len(old) > 0 {
-		for _, o := range old {
-			os.RemoveAll(o)
-		}
+	old, _ := filepath.Glob(filepath.Join(c.dir, prefix+"*"))
+	for _, o := range old {
+		os.RemoveAll(o)
 	}
 	tmp, err := os.MkdirTemp(c.dir, prefix)
 	if err != nil {
@@ -136,11 +135,10 @@ func (c *tmplCache) write(ctx context.Context, final string, build func(ctx cont
 		err = syncTree(tmp)
 	}
 	if err == nil {
+		// final is absent: get saw it so, and no other build of it runs
+		// (one per key here; one daemon per state, its flock).
 		if err = os.Rename(tmp, final); err == nil {
 			err = syncDir(c.dir)
-		} else if _, serr := os.Stat(final); serr == nil {
-			err = nil // another daemon on this state finished it first
-			os.RemoveAll(tmp)
 		}
 	}
 	if err != nil {
