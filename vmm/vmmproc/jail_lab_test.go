@@ -77,22 +77,7 @@ func TestJailedVMMAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer victim.Stop(context.Background())
-	// agent retries the hybrid-vsock handshake to the victim's agent
-	// for up to two minutes; it returns the last error.
-	agent := func() error {
-		var err error
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			var c net.Conn
-			c, err = hybrid.Dial(dctx, filepath.Join(vs.Dir, "vsock", "vsock.sock"), hybrid.AgentPort)
-			cancel()
-			if err == nil {
-				c.Close()
-				return nil
-			}
-		}
-		return err
-	}
+	agent := func() error { return waitAgent(ctx, vs.Dir) }
 	if err := agent(); err != nil {
 		t.Fatalf("the victim's agent does not answer: %v", err)
 	}
@@ -145,4 +130,22 @@ func TestJailedVMMAttacks(t *testing.T) {
 	if err := attacker.Err(); err != nil {
 		t.Errorf("the attacker's VMM died: %v", err)
 	}
+}
+
+// waitAgent retries the hybrid-vsock handshake to the guest agent of the
+// sandbox whose run directory is dir for up to two minutes; it returns
+// the last error.
+func waitAgent(ctx context.Context, dir string) error {
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var c net.Conn
+		c, err = hybrid.Dial(dctx, filepath.Join(dir, "vsock", "vsock.sock"), hybrid.AgentPort)
+		cancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+	}
+	return err
 }

@@ -2,7 +2,6 @@ package vmmproc_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"sandfs/snapshot"
 	"sandfs/test/testenv"
 	"sandfs/vmm"
-	"sandfs/vmm/virtio/vsock/hybrid"
 	"sandfs/vmm/vmmproc"
 )
 
@@ -50,20 +48,7 @@ func TestJailedSnapshotChain(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // two boots' worth, nested under a loaded lab
 	defer cancel()
-	agent := func() error { // the guest agent's hybrid-vsock handshake, retried for up to two minutes
-		var err error
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			var c net.Conn
-			c, err = hybrid.Dial(dctx, filepath.Join(s.Dir, "vsock", "vsock.sock"), hybrid.AgentPort)
-			cancel()
-			if err == nil {
-				c.Close()
-				return nil
-			}
-		}
-		return err
-	}
+	agent := func() error { return waitAgent(ctx, s.Dir) }
 	status := func(p *vmmproc.Process, state string) {
 		t.Helper()
 		st, err := p.Status(ctx)
