@@ -290,13 +290,18 @@ func dialAgentWait(ctx context.Context, uds string, every time.Duration) (*p9.Cl
 	}
 }
 
-// dialAgentCtl attaches to the agent and walks to its /ctl.
+// dialAgentCtl attaches to the agent and walks to its /ctl. ctx's
+// deadline also bounds the session (9P calls take no context): an agent
+// that accepts and then stays silent cannot hold the caller past it.
 func dialAgentCtl(ctx context.Context, uds string) (*p9.Client, p9.File, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := hybrid.Dial(dctx, uds, hybrid.AgentPort)
 	if err != nil {
 		return nil, nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
 	}
 	cl, err := p9.NewClient(c, p9.WithMessageSize(64<<10))
 	if err != nil {
