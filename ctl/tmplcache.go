@@ -20,7 +20,7 @@ import (
 
 // Names inside a cache entry.
 const (
-	entrySnap    = "snap"       // the snapshot directory (state.json, mem)
+	entrySnap    = "snap"       // the snapshot directory (meta, mem)
 	entryLayer   = "rootfs.cow" // the frozen disk layer (and its .map)
 	entryConsole = "console"    // the template's boot log
 )

@@ -148,7 +148,7 @@ func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 }
 
 // StartFrom is Start from a snapshot directory written by
-// vmmproc.Process.Save (state.json + mem) of a machine with the same
+// vmmproc.Process.Save (the snapshot format's meta + mem) of a machine with the same
 // configuration; "" boots. The sandbox's disk layer (work/rootfs.cow in
 // s.Dir) must be the one that matches the snapshot: copying it is the
 // caller's. A jailed VMM saves snapshots in WorkDir only; a snapshot
