@@ -141,6 +141,19 @@ func (p *Process) Snapshot(ctx context.Context, dir, parent string) error {
 	return p.request(ctx, m)
 }
 
+// CloneDisk copies disk n's copy-on-write layer of a paused machine to dst
+// and dst+".map" (blk.COW.Clone: a reflink where the file system has one,
+// else the chunks written), for a snapshot's frozen disk; the machine
+// keeps its own layer. The VMM creates dst's directory as its own uid
+// (in Jail.Work when jailed).
+func (p *Process) CloneDisk(ctx context.Context, n int, dst string) error {
+	if strings.ContainsAny(dst, "\n") {
+		return msg.Errorf(syscall.EINVAL, "clonedisk: path %s has a newline", msg.Cite(dst))
+	}
+	dst, _ = filepath.Abs(dst)
+	return p.request(ctx, fmt.Sprintf("clonedisk %d %s", n, msg.Quote(dst)))
+}
+
 // Status reads the status file, e.g. "running cpus=2 mem=268435456 pid=1
 // tracking=soft-dirty" (statusFile).
 func (p *Process) Status(ctx context.Context) (string, error) {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"sandfs/fs/ninep"
 	"sandfs/snapshot"
 	"sandfs/vmm"
+	"sandfs/vmm/virtio/blk"
 )
 
 // control is the VMM's control, served as a small file tree over 9P
@@ -54,9 +56,31 @@ type machine interface {
 	Exit() (vmm.ExitReason, error)
 	CPUs() int
 	MemBytes() uint64
+	// CloneDisk copies disk n's private copy-on-write state to dst
+	// (blk.COW.Clone); paused only.
+	CloneDisk(n int, dst string) error
 }
 
-var _ machine = (*vmm.Machine)(nil)
+var _ machine = diskMachine{}
+
+// diskMachine is the machine the control drives: the vmm.Machine and the
+// copy-on-write disks addDevices opened (nil for a disk without an
+// overlay), by their index in Config.Disks.
+type diskMachine struct {
+	*vmm.Machine
+	disks []*blk.COW
+}
+
+// CloneDisk implements machine.CloneDisk.
+func (m diskMachine) CloneDisk(n int, dst string) error {
+	if !m.Paused() {
+		return fmt.Errorf("clonedisk: %w", vmm.ErrNotPaused)
+	}
+	if n < 0 || n >= len(m.disks) || m.disks[n] == nil {
+		return msg.Errorf(unix.EINVAL, "clonedisk: disk %d is not a copy-on-write disk", n)
+	}
+	return m.disks[n].Clone(dst)
+}
 
 func newControl(m machine, cfg *Config, log *slog.Logger) *control {
 	if log == nil {
@@ -100,6 +124,8 @@ var controlVerbs = msg.Table[controlVerb, msg.Stateless]{
 		Doc: "paused only (EBUSY otherwise): write the full snapshot <dir> (meta and mem; an empty <dir> is replaced)."},
 	{Name: "snapshot", Usage: "snapshot <dir> [<parent>]", Min: 1, Max: 2, Run: (*control).snapshot,
 		Doc: "paused only (EBUSY otherwise): write the snapshot <dir> (which must not exist; its directory is created), atomically: full, or with <parent> (a sibling of <dir>: the machine's last snapshot or the one it was restored from) a delta of the pages dirtied since; written full when the chain is due for compaction."},
+	{Name: "clonedisk", Usage: "clonedisk <n> <dst>", Min: 2, Max: 2, Run: (*control).cloneDisk,
+		Doc: "paused only (EBUSY otherwise): copy disk n's copy-on-write layer (Config.Disks[n].Overlay) to <dst> and <dst>.map, as the disk is now (a reflink where the file system has one, else the written chunks); <dst>'s directory is created; the machine goes on with its own layer."},
 	{Name: "stop", Usage: "stop", Run: (*control).stop,
 		Doc: "stop the machine; the process then exits with status 0."},
 }
@@ -161,6 +187,23 @@ func (c *control) snapshot(a []string) error {
 	}
 	_, err := c.m.Snapshot(dir, parent)
 	return err
+}
+
+// cloneDisk creates dst's directory (as the VMM's own uid: in the jail,
+// only inside Jail.Work) and clones the disk there.
+func (c *control) cloneDisk(a []string) error {
+	n, err := strconv.Atoi(a[0])
+	if err != nil || n < 0 || n >= len(c.cfg.Disks) {
+		return msg.Errorf(unix.EINVAL, "clonedisk: no disk %s", msg.Cite(a[0]))
+	}
+	dst := a[1]
+	if !filepath.IsAbs(dst) || filepath.Clean(dst) != dst {
+		return msg.Errorf(unix.EINVAL, "clonedisk: %s is not an absolute, clean path", msg.Cite(dst))
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("clonedisk: %w", err)
+	}
+	return c.m.CloneDisk(n, dst)
 }
 
 // stop marks the control stopped before it stops the machine: the

@@ -131,7 +131,7 @@ func TestControlOver9P(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &fakeMachine{mem: 128 << 20}
-	c := newControl(m, &Config{ID: "t1"}, nil)
+	c := newControl(m, &Config{ID: "t1", Disks: []DiskConfig{{Path: "/base", Overlay: "/w/rootfs.cow"}}}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.serve(ctx, ln)
@@ -171,6 +171,15 @@ func TestControlOver9P(t *testing.T) {
 	if err := p.Snapshot(ctx, "/x/a\nstop", ""); msg.Errno(err) != syscall.EINVAL || m.stopped.Load() {
 		t.Errorf("Snapshot(newline) = %v; want EINVAL, no stop", err)
 	}
+	layer := filepath.Join(dir, "snaps", "s 2.cow")
+	if err := p.CloneDisk(ctx, 0, layer); msg.Errno(err) != syscall.EBUSY || len(m.clones) != 1 || m.clones[0] != "0 "+layer {
+		t.Errorf("CloneDisk(0) = %v, calls %q; want EBUSY, [%q]", err, m.clones, "0 "+layer)
+	}
+	for _, bad := range []string{"clonedisk 1 /x", "clonedisk -1 /x", "clonedisk 0 rel", "clonedisk 0 /a/../b"} {
+		if err := p.request(ctx, bad); msg.Errno(err) != syscall.EINVAL {
+			t.Errorf("request(%q) = %v; want EINVAL", bad, err)
+		}
+	}
 	done, stop := context.WithCancel(ctx)
 	stop()
 	if err := p.Resume(done); err == nil {
@@ -195,6 +204,7 @@ type fakeMachine struct {
 	mem     uint64
 	stopped atomic.Bool
 	snaps   []string // Snapshot's arguments, "dir parent"
+	clones  []string // CloneDisk's arguments, "n dst"
 }
 
 func (f *fakeMachine) Pause() error  { return msg.Errorf(syscall.EBUSY, "pause: not started") }
@@ -212,6 +222,10 @@ func (f *fakeMachine) Stop()                         { f.stopped.Store(true) }
 func (f *fakeMachine) Exit() (vmm.ExitReason, error) { return vmm.ExitRunning, nil }
 func (f *fakeMachine) CPUs() int                     { return 0 }
 func (f *fakeMachine) MemBytes() uint64              { return f.mem }
+func (f *fakeMachine) CloneDisk(n int, dst string) error {
+	f.clones = append(f.clones, fmt.Sprint(n, " ", dst))
+	return fmt.Errorf("clonedisk: %w", vmm.ErrNotPaused)
+}
 
 // BenchmarkControl measures one control request of the daemon's client
 // over a unix socket to a control tree (a fake machine): a ctl write

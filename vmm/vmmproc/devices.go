@@ -64,18 +64,22 @@ func addVirtioDev[D virtioDevice, S any](m *vmm.Machine, name string, mk func(vm
 }
 
 // addDevices adds the virtio devices of cfg, in a fixed order (disks, net,
-// vsock, rng) so that a restore gets the same slots and command line.
-func addDevices(m *vmm.Machine, cfg *Config) error {
+// vsock, rng) so that a restore gets the same slots and command line. It
+// returns the copy-on-write disks, by index in cfg.Disks (nil for a disk
+// without an overlay), for the control's clonedisk.
+func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
+	cows = make([]*blk.COW, len(cfg.Disks))
 	for i, d := range cfg.Disks {
 		var disk blk.Disk
 		var err error
 		if d.Overlay != "" {
-			disk, err = blk.OpenCOW(d.Path, d.Overlay, blk.COWOptions{})
+			cows[i], err = blk.OpenCOW(d.Path, d.Overlay, blk.COWOptions{})
+			disk = cows[i]
 		} else {
 			disk, err = blk.OpenFile(d.Path, d.ReadOnly)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = addVirtioDev(m, fmt.Sprintf("blk%d", i),
 			func(s vmm.VirtioSlot) (*blk.Device, error) {
@@ -84,19 +88,19 @@ func addDevices(m *vmm.Machine, cfg *Config) error {
 			(*blk.Device).Save, (*blk.Device).Restore, disk.Close)
 		if err != nil {
 			disk.Close()
-			return err
+			return nil, err
 		}
 	}
 	if cfg.Net != nil {
 		tap := inheritedFile(cfg.Net.TapFD, "tap")
 		if tap == nil {
-			return fmt.Errorf("net: tap fd %d is not open", cfg.Net.TapFD)
+			return nil, fmt.Errorf("net: tap fd %d is not open", cfg.Net.TapFD)
 		}
 		var nc vnet.Config
 		if cfg.Net.MAC != "" {
 			hw, err := net.ParseMAC(cfg.Net.MAC)
 			if err != nil || len(hw) != 6 {
-				return fmt.Errorf("net: bad mac %q", cfg.Net.MAC)
+				return nil, fmt.Errorf("net: bad mac %q", cfg.Net.MAC)
 			}
 			copy(nc.MAC[:], hw)
 		}
@@ -105,7 +109,7 @@ func addDevices(m *vmm.Machine, cfg *Config) error {
 				return vnet.New(m.Memory(), m.IRQ(), s.IRQ, tap, nc), nil
 			},
 			(*vnet.Device).Save, (*vnet.Device).Restore, nil); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.Vsock != nil {
@@ -115,15 +119,15 @@ func addDevices(m *vmm.Machine, cfg *Config) error {
 				return vsock.New(m.Memory(), m.IRQ(), s.IRQ, vsock.Config{GuestCID: uint64(cfg.Vsock.CID), UDS: cfg.Vsock.UDS})
 			},
 			(*vsock.Device).Save, (*vsock.Device).Restore, nil); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.RNG {
 		if err := addVirtioDev(m, "rng0",
 			func(s vmm.VirtioSlot) (*rng.Device, error) { return rng.New(m.Memory(), m.IRQ(), s.IRQ), nil },
 			(*rng.Device).Save, (*rng.Device).Restore, nil); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return cows, nil
 }

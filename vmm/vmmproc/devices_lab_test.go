@@ -12,7 +12,7 @@ import (
 func TestCloseWithoutStartVsock(t *testing.T) {
 	m := newTestMachine(t, 1, "forever")
 	uds := filepath.Join(t.TempDir(), "v.sock")
-	if err := addDevices(m, &Config{Vsock: &VsockConfig{CID: 3, UDS: uds}, RNG: true}); err != nil {
+	if _, err := addDevices(m, &Config{Vsock: &VsockConfig{CID: 3, UDS: uds}, RNG: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(uds); err != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sandfs/vmm"
+	"sandfs/vmm/virtio/blk"
 )
 
 // File descriptors a VMM process inherits from Launch.
@@ -96,7 +97,7 @@ func run(cfg *Config, log *slog.Logger, console, gate bool) (vmm.ExitReason, err
 			return vmm.ExitError, err
 		}
 	}
-	m, img, st, err := build(cfg, log, console)
+	m, img, st, cows, err := build(cfg, log, console)
 	if err != nil {
 		return vmm.ExitError, err
 	}
@@ -111,7 +112,7 @@ func run(cfg *Config, log *slog.Logger, console, gate bool) (vmm.ExitReason, err
 	if err := start(m, cfg, img, st); err != nil {
 		return vmm.ExitError, err
 	}
-	return serve(m, cfg, log, ln)
+	return serve(diskMachine{m, cows}, cfg, log, ln)
 }
 
 // images are the kernel and initrd, mapped (not read: the VMM's heap
@@ -128,26 +129,27 @@ func (i images) unmap() {
 }
 
 // build makes cfg's machine with its devices, not started: for a boot,
-// with the images it will load; for a restore, with the state to restore.
+// with the images it will load; for a restore, with the state to restore;
+// and its copy-on-write disks (addDevices).
 // A jailed process enters its jail here, before it opens anything in it.
-func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *vmm.State, error) {
+func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *vmm.State, []*blk.COW, error) {
 	var img images
 	mc := vmm.MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline, Log: log}
 	if console {
 		f := inheritedFile(fdConsole, "console")
 		if f == nil {
-			return nil, img, nil, fmt.Errorf("console: fd %d is not open", fdConsole)
+			return nil, img, nil, nil, fmt.Errorf("console: fd %d is not open", fdConsole)
 		}
 		mc.Console = capFile(f, ConsoleMax, "\n[sandfs: console output truncated]\n")
 	}
 	if cfg.Restore == "" {
 		var err error
 		if img.kernel, err = mapFile(cfg.Kernel); err != nil {
-			return nil, img, nil, fmt.Errorf("read kernel: %w", err)
+			return nil, img, nil, nil, fmt.Errorf("read kernel: %w", err)
 		}
 		if cfg.Initrd != "" {
 			if img.initrd, err = mapFile(cfg.Initrd); err != nil {
-				return nil, img, nil, fmt.Errorf("read initrd: %w", err)
+				return nil, img, nil, nil, fmt.Errorf("read initrd: %w", err)
 			}
 		}
 		mc.Kernel, mc.Initrd = img.kernel, img.initrd
@@ -159,7 +161,7 @@ func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *
 		// without it) the machine tracks with KVM's dirty log.
 		pm, err := os.Open("/proc/self/pagemap")
 		if err != nil {
-			return nil, img, nil, err
+			return nil, img, nil, nil, err
 		}
 		mc.Pagemap = pm
 		if cr, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0); err == nil {
@@ -168,29 +170,30 @@ func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *
 		// From here on every path resolves in the jail (jail.go): the
 		// snapshot, the disks, the vsock socket.
 		if err := enterJail(cfg); err != nil {
-			return nil, img, nil, err
+			return nil, img, nil, nil, err
 		}
 		if err := checkRestoreChain(cfg); err != nil {
-			return nil, img, nil, err
+			return nil, img, nil, nil, err
 		}
 	}
 	var st *vmm.State
 	if cfg.Restore != "" {
 		var err error
 		if st, err = vmm.LoadState(cfg.Restore); err != nil {
-			return nil, img, nil, err
+			return nil, img, nil, nil, err
 		}
 		mc.MemFile = cfg.Restore + "/" + vmm.MemoryFile
 	}
 	m, err := vmm.NewMachine(mc)
 	if err != nil {
-		return nil, img, nil, err
+		return nil, img, nil, nil, err
 	}
-	if err := addDevices(m, cfg); err != nil {
+	cows, err := addDevices(m, cfg)
+	if err != nil {
 		m.Close()
-		return nil, img, nil, err
+		return nil, img, nil, nil, err
 	}
-	return m, img, st, nil
+	return m, img, st, cows, nil
 }
 
 // start boots the machine from img, or restores st (and resumes it unless
@@ -213,7 +216,7 @@ func start(m *vmm.Machine, cfg *Config, img images, st *vmm.State) error {
 }
 
 // serve serves the control tree until the machine ends.
-func serve(m *vmm.Machine, cfg *Config, log *slog.Logger, ln net.Listener) (vmm.ExitReason, error) {
+func serve(m diskMachine, cfg *Config, log *slog.Logger, ln net.Listener) (vmm.ExitReason, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := newControl(m, cfg, log)
