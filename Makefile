@@ -8,7 +8,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench
+.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench bench-snapshots
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/lab, tools/kernel, tools/template.
@@ -83,6 +83,12 @@ qemu-bundle:
 BENCH_N ?= 5
 bench: build kernel qemu-bundle
 	bin/sandfs lab -- /opt/sandfs/bin/sandfs vmm bench -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu
+
+# The snapshot benchmark of docs/snapshots.md (issue 11), in the lab: progress
+# on stderr, the tables to docs/bench/snapshots.md (only if the run succeeds).
+bench-snapshots: build kernel template qemu-bundle
+	bin/sandfs lab -- /opt/sandfs/bin/sandfs bench snapshots -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-snapshots.md
+	mkdir -p docs/bench && mv build/bench-snapshots.md docs/bench/snapshots.md
 
 clean:
 	rm -rf bin build

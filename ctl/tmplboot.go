@@ -86,7 +86,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	}
 	work := WorkDir(s)
 	for _, n := range []string{entryLayer, entryLayer + ".map"} {
-		if err := copyLayerFile(filepath.Join(work, n), filepath.Join(entry, n), cfg.Jail.UID); err != nil {
+		if err := CopyLayerFile(filepath.Join(work, n), filepath.Join(entry, n), cfg.Jail.UID); err != nil {
 			return nil, Errorf(syscall.EIO, "new: disk layer: %v", err)
 		}
 	}
@@ -180,11 +180,11 @@ func shareTree(dir, skip string) error {
 	})
 }
 
-// copyLayerFile makes dst (new: never an existing file or a symlink) a
+// CopyLayerFile makes dst (new: never an existing file or a symlink) a
 // private copy of src owned by uid (0: root's): a reflink where the file
 // system has one, else a copy of src's data extents only (the overlay is
 // sparse: its cost follows what the template wrote).
-func copyLayerFile(dst, src string, uid int) error {
+func CopyLayerFile(dst, src string, uid int) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

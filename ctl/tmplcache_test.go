@@ -172,7 +172,7 @@ func TestCopyLayerFile(t *testing.T) {
 	f.WriteAt([]byte("head"), 0)
 	f.WriteAt([]byte("tail"), 64<<20)
 	f.Close()
-	if err := copyLayerFile(dst, src, 0); err != nil {
+	if err := CopyLayerFile(dst, src, 0); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(src)
@@ -186,7 +186,7 @@ func TestCopyLayerFile(t *testing.T) {
 	if a, _ := os.ReadFile(src); string(a[:4]) != "head" {
 		t.Error("a write to the copy reached the source")
 	}
-	if err := copyLayerFile(dst, src, 0); err == nil {
+	if err := CopyLayerFile(dst, src, 0); err == nil {
 		t.Error("copy over an existing file: no error")
 	}
 }

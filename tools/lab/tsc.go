@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
-)
 
-// rdtsc reads the time-stamp counter (tsc_amd64.s).
-func rdtsc() uint64
+	"sandfs/tools/tsc"
+)
 
 var (
 	tscOnce sync.Once
@@ -63,8 +62,8 @@ func hostTSCkHz() (int, string, error) {
 }
 
 func measureTSC(d time.Duration) int {
-	t0, c0 := time.Now(), rdtsc()
+	t0, c0 := time.Now(), tsc.Read()
 	time.Sleep(d)
-	t1, c1 := time.Now(), rdtsc()
+	t1, c1 := time.Now(), tsc.Read()
 	return int(math.Round(float64(c1-c0) / float64(t1.Sub(t0).Nanoseconds()) * 1e6))
 }

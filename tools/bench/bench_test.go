@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const smapsText = `55d0a0000000-55d0a0400000 r-xp 00000000 00:1f 12 /opt/sandfs/bin/sandfs
+Size:               4096 kB
+Rss:                2048 kB
+Pss:                1024 kB
+Anonymous:             0 kB
+VmFlags: rd ex mr mw me
+7f0000000000-7f0008000000 rw-p 00000000 00:1e 99 /tmp/sbench/t1/store/base/mem
+Size:             131072 kB
+Pss:               12000 kB
+Private_Dirty:       900 kB
+Anonymous:           900 kB
+7f0008000000-7f0008001000 rw-p 00000000 00:00 0 
+Pss:                 300 kB
+Anonymous:           300 kB
+7f0010000000-7f0010100000 rw-p 00100000 00:1e 99 /tmp/sbench/t1/store/base/mem
+Pss:                  40 kB
+Anonymous:            20 kB
+`
+
+func TestParseSmaps(t *testing.T) {
+	ms, err := parseSmaps(strings.NewReader(smapsText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 4 || ms[0].path != "/opt/sandfs/bin/sandfs" || ms[2].path != "" || ms[0].fields["Pss"] != 1024 {
+		t.Fatalf("parsed %+v", ms)
+	}
+	if _, ok := ms[0].fields["VmFlags"]; ok {
+		t.Errorf("VmFlags (not kB) parsed as a size")
+	}
+	pss, anon := guestUse(ms, "/tmp/sbench/t1/store/base/mem")
+	if pss != 12040 || anon != 920 {
+		t.Errorf("guestUse = %d, %d; want 12040, 920", pss, anon)
+	}
+	m := memUse{pss: 13364, guestPSS: pss, guestAnon: anon}
+	if m.beyond() != 13364-12040+920 {
+		t.Errorf("beyond = %d", m.beyond())
+	}
+	roll, err := parseSmaps(strings.NewReader("7ffc0000-7ffd0000 ---p 00000000 00:00 0  [rollup]\nRss: 20 kB\nPss: 17 kB\n"))
+	if err != nil || len(roll) != 1 || roll[0].fields["Pss"] != 17 || roll[0].path != "[rollup]" {
+		t.Errorf("rollup: %+v, %v", roll, err)
+	}
+	for _, bad := range []string{"Pss: 1 kB\n", "garbage\n", "1-2 r 0 0 0\nPss: x kB\n"} {
+		if _, err := parseSmaps(strings.NewReader(bad)); err == nil {
+			t.Errorf("parseSmaps(%q): nil error", bad)
+		}
+	}
+}
+
+func TestTableMarkdown(t *testing.T) {
+	tb := &table{title: "T", head: []string{"a", "b"}, notes: []string{"note"}}
+	tb.add("1", "x|y")
+	tb.add("2")
+	want := "### T\n\n| a | b |\n|---|---|\n| 1 | x\\|y |\n| 2 |  |\n\nnote\n"
+	if got := tb.markdown(); got != want {
+		t.Errorf("markdown:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestSample(t *testing.T) {
+	s := sample{30 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}
+	if s.median() != 20*time.Millisecond || s.spread() != "10.0-40.0" {
+		t.Errorf("median %v spread %s", s.median(), s.spread())
+	}
+	if ratio(3*time.Millisecond, 2*time.Millisecond) != "1.50" || ratio(1, 0) != "-" {
+		t.Errorf("ratio")
+	}
+	if v, err := intList("128, 2048,"); err != nil || len(v) != 2 || v[1] != 2048 {
+		t.Errorf("intList = %v, %v", v, err)
+	}
+	if _, err := intList("1,-2"); err == nil {
+		t.Errorf("intList(-2): nil error")
+	}
+}

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"sandfs/snapshot"
+)
+
+// pauseResult holds the pause/resume figures.
+type pauseResult struct {
+	conc                 int
+	create               time.Duration // wall: conc sandboxes restored at once, each to its agent
+	pause1, resume1      sample        // one sandbox's vCPUs, c=1
+	pauseC, resumeC      time.Duration // wall: conc sandboxes at once
+	diskPause, fullPause time.Duration // pause+delta+stop vs pause+full snapshot+stop
+	diskBytes, fullBytes int64
+	diskResume           time.Duration // restore from the delta to the agent answering
+}
+
+// parallel runs f(i) for i < n at once and returns the wall time and the
+// first error.
+func parallel(n int, f func(i int) error) (time.Duration, error) {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); errs[i] = f(i) }(i)
+	}
+	wg.Wait()
+	d := since(start)
+	for _, err := range errs {
+		if err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// benchPause restores conc sandboxes of t at once, pauses and resumes one
+// (n times) and then all of them at once; then pauses one to disk (only
+// the pages dirtied since its restore, then the process ends) and another
+// with a full memory snapshot, and resumes the first from its delta.
+func (r *run) benchPause(ctx context.Context, t *template, conc int) (*pauseResult, error) {
+	res := &pauseResult{conc: conc}
+	sbs := make([]*sandbox, conc)
+	defer func() {
+		for _, s := range sbs {
+			if s != nil {
+				s.close()
+			}
+		}
+	}()
+	var err error
+	res.create, err = parallel(conc, func(i int) (err error) {
+		sbs[i], _, err = r.h.restore(ctx, t.dir, t.mem, t.snap())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.progress("  %d restores at once: %s", conc, ms(res.create))
+	for i := 0; i < r.n; i++ {
+		start := now()
+		if err := sbs[0].p.Pause(ctx); err != nil {
+			return nil, err
+		}
+		res.pause1 = append(res.pause1, since(start))
+		start = now()
+		if err := sbs[0].p.Resume(ctx); err != nil {
+			return nil, err
+		}
+		res.resume1 = append(res.resume1, since(start))
+	}
+	if res.pauseC, err = parallel(conc, func(i int) error { return sbs[i].p.Pause(ctx) }); err != nil {
+		return nil, err
+	}
+	if res.resumeC, err = parallel(conc, func(i int) error { return sbs[i].p.Resume(ctx) }); err != nil {
+		return nil, err
+	}
+	r.progress("  pause/resume c=1 %s/%s, c=%d %s/%s", ms(res.pause1.median()), ms(res.resume1.median()), conc, ms(res.pauseC), ms(res.resumeC))
+	if conc < 2 {
+		return res, nil
+	}
+	return res, r.pauseToDisk(ctx, t, sbs[0], sbs[1], res)
+}
+
+// pauseToDisk pauses a with a delta over its template snapshot and b
+// with a full snapshot, both then stopped, and restores a from its delta.
+func (r *run) pauseToDisk(ctx context.Context, t *template, a, b *sandbox, res *pauseResult) error {
+	stopped := func(s *sandbox, parent string) (time.Duration, int64, string, error) {
+		dir := filepath.Join(t.store, "p"+strconv.FormatInt(r.h.seq.Add(1), 10))
+		start := now()
+		if err := s.p.Pause(ctx); err != nil {
+			return 0, 0, "", err
+		}
+		if err := s.p.Snapshot(ctx, dir, parent); err != nil {
+			return 0, 0, "", err
+		}
+		if err := s.p.Stop(ctx); err != nil {
+			return 0, 0, "", err
+		}
+		d := since(start)
+		sn, err := snapshot.Open(dir)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		return d, int64(sn.Pages() * snapshot.PageSize), dir, nil
+	}
+	var delta string
+	var err error
+	if res.diskPause, res.diskBytes, delta, err = stopped(a, t.snap()); err != nil {
+		return fmt.Errorf("pause to disk: %w", err)
+	}
+	if res.fullPause, res.fullBytes, _, err = stopped(b, ""); err != nil {
+		return fmt.Errorf("full pause: %w", err)
+	}
+	s, ph, err := r.h.restore(ctx, a.dir, t.mem, delta)
+	if err != nil {
+		return fmt.Errorf("resume from disk: %w", err)
+	}
+	s.close()
+	res.diskResume = ph.total()
+	r.progress("  pause to disk %s (%s), full-memory pause %s (%s), resume from disk %s",
+		ms(res.diskPause), mib(res.diskBytes), ms(res.fullPause), mib(res.fullBytes), ms(res.diskResume))
+	return nil
+}
+
+// pauseTable is the pause/resume table.
+func pauseTable(p *pauseResult, mem uint64) *table {
+	t := &table{title: fmt.Sprintf("Pause and resume (VMM process, %d MiB guests)", mem>>20),
+		head: []string{"operation", "c=1 (median)", fmt.Sprintf("c=%d (wall)", p.conc)}}
+	t.add("create from snapshot (to agent answering)", "see above", ms(p.create))
+	t.add("pause (vCPUs stopped, memory kept)", ms(p.pause1.median()), ms(p.pauseC))
+	t.add("resume (vCPUs running)", ms(p.resume1.median()), ms(p.resumeC))
+	if p.diskPause > 0 {
+		t.add("pause to disk: pages dirtied since restore, then the process ends ("+mib(p.diskBytes)+")", ms(p.diskPause), "")
+		t.add("full-memory pause: full snapshot, then the process ends ("+mib(p.fullBytes)+")", ms(p.fullPause), "")
+		t.add("resume from disk: restore the delta to agent answering", ms(p.diskResume), "")
+		t.notes = append(t.notes, fmt.Sprintf("**pause to disk / full-memory pause = %s** (target ≤ 0.10).", ratio(p.diskPause, p.fullPause)))
+	}
+	return t
+}

@@ -1,0 +1,7 @@
+package main
+
+import "sandfs/tools/bench"
+
+func init() {
+	register("bench", "benchmarks, run in the lab: bench snapshots", bench.Main)
+}
