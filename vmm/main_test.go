@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -43,3 +44,42 @@ func tail(s string, n int) string {
 }
 
 func countTicks(s string) int { return strings.Count(s, "tick ") }
+
+// waitBoot waits for s on the console of a booting machine; on timeout it
+// fails with where the vCPUs are (vcpuTrace), since a guest booted with
+// "quiet" prints nothing before s.
+func (c *console) waitBoot(t *testing.T, m *Machine, s string) {
+	t.Helper()
+	deadline := time.Now().Add(bootTimeout)
+	for !strings.Contains(c.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("console has no %q after %v; vCPUs: %s; console:\n%s", s, bootTimeout, vcpuTrace(m), tail(c.String(), 3000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// vcpuTrace samples each vCPU's RIP and MP state five times, 200 ms apart
+// (resolve RIPs with the kernel build's System.map: the guest kernel has
+// no KASLR).
+func vcpuTrace(m *Machine) string {
+	var b strings.Builder
+	for range 5 {
+		if err := m.Pause(); err != nil {
+			return b.String() + "pause: " + err.Error()
+		}
+		st, err := m.Save()
+		if err != nil {
+			m.Resume()
+			return b.String() + "save: " + err.Error()
+		}
+		for _, v := range st.VCPUs {
+			fmt.Fprintf(&b, "[cpu%d rip=%#x rsp=%#x rflags=%#x mp=%d] ", v.ID, v.Regs.RIP, v.Regs.RSP, v.Regs.RFLAGS, v.MPState)
+		}
+		if err := m.Resume(); err != nil {
+			return b.String() + "resume: " + err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return b.String()
+}

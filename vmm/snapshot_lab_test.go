@@ -47,7 +47,7 @@ func newDirtyGuest(t *testing.T, mem uint64, tracking, snap string) *dirtyGuest 
 		if err := m.Start(); err != nil {
 			t.Fatal(err)
 		}
-		g.con.waitFor(t, "DIRTY-READY", bootTimeout)
+		g.con.waitBoot(t, m, "DIRTY-READY")
 	}
 	return g
 }
