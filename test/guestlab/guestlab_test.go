@@ -69,10 +69,16 @@ func startDaemon(t testing.TB) *daemon {
 	cmd := exec.Command(sandfsBin(), "serve", "--state", filepath.Join(dir, "st"), "--listen", "unix:"+d.sock, "--mount", d.mnt,
 		"--kernel", kernel(), "--templates", templates())
 	cmd.Stderr = d.log
+	// Each VMM dumps its virtio queues and vsock connections to its
+	// vmm.log on SIGUSR1 (see vmm/virtio.DebugEnv): a failed test does.
+	cmd.Env = append(os.Environ(), "SANDFS_VIRTIO_DEBUG=1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			d.dumpState(t, filepath.Join(dir, "st/run"))
+		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -88,7 +94,9 @@ func startDaemon(t testing.TB) *daemon {
 			for _, run := range runs {
 				for _, f := range []string{"console", "vmm.log"} {
 					b, _ := os.ReadFile(filepath.Join(run, f))
-					t.Logf("sandbox %s %s (tail):\n%s", filepath.Base(run), f, b[max(0, len(b)-1500):])
+					// The console's tail holds the agent's goroutines
+					// after dumpState.
+					t.Logf("sandbox %s %s (tail):\n%s", filepath.Base(run), f, b[max(0, len(b)-40000):])
 				}
 			}
 		}
@@ -100,6 +108,35 @@ func startDaemon(t testing.TB) *daemon {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return d
+}
+
+// dumpState asks, for a failed test, where every sandbox under runs
+// waits: its VMM (found by the config path on its command line) dumps its
+// virtio queues and vsock connections to vmm.log on SIGUSR1, and its
+// agent, if a new exec still reaches it, its goroutines to the console
+// (sandfs-init's SIGUSR1).
+func (d *daemon) dumpState(t testing.TB, runs string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if !bytes.Contains(b, []byte(runs+"/")) || !bytes.Contains(b, []byte("vmm.sock.json")) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err == nil && syscall.Kill(pid, syscall.SIGUSR1) == nil {
+			n++
+		}
+	}
+	ids, _ := filepath.Glob(filepath.Join(runs, "*"))
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := exec.CommandContext(ctx, sandfsBin(), "exec", "--addr", "unix:"+d.sock, filepath.Base(id), "--", "kill", "-USR1", "1").CombinedOutput()
+		cancel()
+		t.Logf("sandbox %s: agent goroutines asked for: %s %v", filepath.Base(id), out, err)
+	}
+	t.Logf("virtio state of %d VMMs asked for (SIGUSR1)", n)
+	time.Sleep(time.Second)
 }
 
 // sh runs a shell script in the mount and returns stdout; stderr goes to

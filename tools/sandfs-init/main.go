@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -180,7 +181,9 @@ func console() {
 
 // pid1Signals handles the signals a PID 1 gets: SIGTERM and SIGPWR power
 // the guest off (after TERM, then KILL, to everything else); SIGINT
-// (ctrl-alt-del) reboots. The kernel delivers only signals PID 1 handles,
+// (ctrl-alt-del) reboots; SIGUSR1 writes every goroutine's stack to the
+// console (to see where a wedged agent waits: `kill -USR1 1` in the
+// guest, e.g. through a second exec). The kernel delivers only signals PID 1 handles,
 // and the Go runtime handles all, so each one must be caught here, and
 // none may be ignored (ignored dispositions survive exec into children).
 func pid1Signals() {
@@ -192,6 +195,9 @@ func pid1Signals() {
 			shutdown(unix.LINUX_REBOOT_CMD_POWER_OFF)
 		case unix.SIGINT:
 			shutdown(unix.LINUX_REBOOT_CMD_RESTART)
+		case unix.SIGUSR1:
+			buf := make([]byte, 1<<20)
+			log.Printf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		default:
 			log.Printf("ignoring %v", s)
 		}

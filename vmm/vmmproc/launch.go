@@ -15,6 +15,7 @@ import (
 
 	"sandfs/vmm"
 	"sandfs/vmm/tailbuf"
+	"sandfs/vmm/virtio"
 )
 
 // Launch starts a VMM process for cfg and returns once its machine is
@@ -170,13 +171,18 @@ func listenControl(path string) (*os.File, error) {
 	return f, err
 }
 
-// command is the VMM's command: an empty environment unless cfg.Env,
-// its own process group, killed with its parent, in new namespaces.
+// command is the VMM's command: its environment is cfg.Env, else empty
+// but for the launcher's virtio.DebugEnv (so that `SANDFS_VIRTIO_DEBUG=1
+// sandfs serve` reaches every VMM); its own process group, killed with
+// its parent, in new namespaces.
 func command(cfg *Config, bin string, args []string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = cfg.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{} // not nil: nil would pass on the daemon's
+		if v := os.Getenv(virtio.DebugEnv); v != "" {
+			cmd.Env = append(cmd.Env, virtio.DebugEnv+"="+v)
+		}
 	}
 	if cfg.Jail.Root != "" {
 		cmd.Dir = "/"
