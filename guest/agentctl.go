@@ -46,7 +46,7 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 			if err != nil || ns <= 0 {
 				return msg.Errorf(syscall.EINVAL, "time: want unix nanoseconds, got %s", msg.Cite(a[0]))
 			}
-			return wrapSys("time", s.sys.setClock(time.Unix(0, ns)))
+			return s.sys.setClock(time.Unix(0, ns))
 		}},
 	{Name: "hostname", Usage: "hostname NAME", Min: 1, Max: 1,
 		Doc: "set the host name, /etc/hostname and /etc/hosts.",
@@ -54,7 +54,7 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 			if !validHostname(a[0]) {
 				return msg.Errorf(syscall.EINVAL, "hostname: bad name %s", msg.Cite(a[0]))
 			}
-			return wrapSys("hostname", s.sys.setHostname(a[0]))
+			return s.sys.setHostname(a[0])
 		}},
 	{Name: "net", Usage: "net IFACE ADDR/PREFIX [GW]", Min: 2, Max: 3,
 		Doc: "give IFACE this address (replacing the same one), bring it up, set the default route via GW.",
@@ -70,7 +70,7 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 					return msg.Errorf(syscall.EINVAL, "net: bad gateway %s", msg.Cite(a[2]))
 				}
 			}
-			return wrapSys("net", s.sys.network(c))
+			return s.sys.network(c)
 		}},
 	{Name: "entropy", Usage: "entropy HEX", Min: 1, Max: 1,
 		Doc: "feed 32..256 bytes (hex) to the kernel's RNG, credited, and reseed its CRNG.",
@@ -79,7 +79,7 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 			if err != nil {
 				return err
 			}
-			return wrapSys("entropy", s.sys.addEntropy(b))
+			return s.sys.addEntropy(b)
 		}},
 	{Name: "dns", Usage: "dns IP...", Min: 1, Max: 8,
 		Doc: "write /etc/resolv.conf with these name servers.",
@@ -92,22 +92,15 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 				}
 				c.DNS = append(c.DNS, ip)
 			}
-			return wrapSys("dns", s.sys.network(c))
+			return s.sys.network(c)
 		}},
-}
-
-func wrapSys(verb string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return msg.Errorf(msg.Errno(err), "%s: %v", verb, err)
 }
 
 // agentCtl parses and applies one message to the agent's /ctl.
 func (s *Server) agentCtl(m []byte) error {
 	c, err := agentVerbs.Parse(rules, m)
 	if err == nil {
-		err = c.Verb.Run(s, c.Args)
+		err = msg.Prefix(c.Verb.Name, c.Verb.Run(s, c.Args))
 	}
 	s.mu.Lock()
 	if err != nil {

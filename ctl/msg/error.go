@@ -38,6 +38,21 @@ func Errorf(errno syscall.Errno, format string, a ...any) *Error {
 	return &Error{Errno: errno, Text: fmt.Sprintf(format, a...)}
 }
 
+// Prefix returns err as an *Error whose text starts with "verb: " (added
+// unless the text already starts so) and whose errno is Errno(err); nil
+// for nil. Handlers return bare reasons; the file that ran the verb
+// names it once.
+func Prefix(verb string, err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	if !strings.HasPrefix(text, verb+":") {
+		text = verb + ": " + text
+	}
+	return &Error{Errno: Errno(err), Text: text}
+}
+
 // Errno maps any error to the errno a transport returns: 0 for nil; the
 // Errno of the first *Error in the chain; else a syscall.Errno in the
 // chain; EINTR for context.Canceled; ETIMEDOUT for

@@ -101,3 +101,24 @@ func TestLine(t *testing.T) {
 		t.Errorf("ParseLine(old reply) = %d %q; want EIO and the whole text", e.Errno, e.Text)
 	}
 }
+
+func TestPrefix(t *testing.T) {
+	if Prefix("x", nil) != nil {
+		t.Error("Prefix of nil is not nil")
+	}
+	for _, c := range []struct {
+		err   error
+		errno syscall.Errno
+		text  string
+	}{
+		{syscall.EPERM, syscall.EPERM, "time: operation not permitted"},
+		{Errorf(syscall.EINVAL, "bad %s", Cite("y")), syscall.EINVAL, `time: bad "y"`},
+		{Errorf(syscall.EBUSY, "time: already"), syscall.EBUSY, "time: already"}, // not doubled
+		{errors.New("odd"), syscall.EIO, "time: odd"},
+	} {
+		var e *Error
+		if err := Prefix("time", c.err); !errors.As(err, &e) || e.Errno != c.errno || e.Text != c.text {
+			t.Errorf("Prefix(time, %v) = %#v; want %v %q", c.err, err, c.errno, c.text)
+		}
+	}
+}

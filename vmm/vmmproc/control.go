@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -146,13 +145,7 @@ func (c *control) message(m []byte) error {
 	}
 	call, err := verbs.Parse(msg.Rules{}, m)
 	if err == nil {
-		if err = call.Verb.Run(c, call.Args); err != nil {
-			e := &msg.Error{Errno: msg.Errno(err), Text: err.Error()}
-			if !strings.HasPrefix(e.Text, call.Verb.Name+":") {
-				e.Text = call.Verb.Name + ": " + e.Text
-			}
-			err = e
-		}
+		err = msg.Prefix(call.Verb.Name, call.Verb.Run(c, call.Args))
 	}
 	if err != nil {
 		c.mu.Lock()
