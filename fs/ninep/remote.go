@@ -58,7 +58,7 @@ type Remote struct {
 	// called with any lock of the caller's held.
 	mu      sync.Mutex
 	sess    *session      // shared session; nil or dead: dial at next use
-	dialing chan struct{} // closed when the dial of sess in progress ends; nil: none
+	dialing *dialing      // the dial of sess in progress; nil: none
 	idle    []*session    // private sessions free for reuse, at most maxIdle
 	closed  bool
 

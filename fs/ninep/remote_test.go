@@ -131,3 +131,46 @@ func TestRemoteBind(t *testing.T) {
 		t.Errorf("lookup after Close = %v; want EIO", err)
 	}
 }
+
+// TestRemoteFailedDialShared: requests waiting for a dial that fails get
+// its error; they do not dial again one after another. A later request
+// dials afresh.
+func TestRemoteFailedDialShared(t *testing.T) {
+	var dials, checks atomic.Int32
+	release := make(chan struct{})
+	r := NewDialing(Options{Name: "test",
+		Check: func() error { checks.Add(1); return nil },
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			dials.Add(1)
+			<-release
+			return nil, syscall.ECONNREFUSED
+		}})
+	t.Cleanup(func() { r.Close() })
+	d := r.Bind("dir", sfs.Attr{Mode: iofs.ModeDir | 0o500}, BindOptions{})
+	const n = 5
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := d.Lookup(context.Background(), "msg")
+			errs <- err
+		}()
+	}
+	for dials.Load() == 0 || checks.Load() < n {
+		time.Sleep(time.Millisecond)
+	}
+	// Every request has passed Check, a few instructions before it
+	// queues behind the dial.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	for range n {
+		if err := <-errs; !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("Lookup = %v; want the dial's ECONNREFUSED", err)
+		}
+	}
+	if got := dials.Load(); got != 1 {
+		t.Errorf("%d dials for %d waiting requests; want 1", got, n)
+	}
+	if _, err := d.Lookup(context.Background(), "msg"); err == nil || dials.Load() != 2 {
+		t.Errorf("a later Lookup: %v after %d dials; want a new dial (2)", err, dials.Load())
+	}
+}

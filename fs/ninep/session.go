@@ -126,8 +126,17 @@ func (r *Remote) fail(what string, err error) {
 	}
 }
 
+// dialing is a dial of the shared session in progress; done is closed
+// when it ends, with sess or err set.
+type dialing struct {
+	done chan struct{}
+	sess *session
+	err  error
+}
+
 // shared returns the shared session, dialling it if there is none or it
-// died. One caller dials; the others wait for it (or for their ctx).
+// died. One caller dials; the others wait for it (or for their ctx) and share its
+// session or error.
 // r.mu is not held while dialling: it is a leaf (Close may be called
 // with a caller's lock held that Dial or Check take).
 func (r *Remote) shared(ctx context.Context) (*session, error) {
@@ -135,42 +144,42 @@ func (r *Remote) shared(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	r.mu.Lock()
-	for {
-		if r.sess != nil && !r.sess.isDead() {
-			s := r.sess
-			r.mu.Unlock()
-			return s, nil
-		}
-		if r.closed || r.opt.Dial == nil {
-			r.mu.Unlock()
-			return nil, msg.Errorf(syscall.EIO, "%s: connection closed", r.opt.Name)
-		}
-		if r.dialing == nil {
-			break
-		}
-		ch := r.dialing
+	if r.sess != nil && !r.sess.isDead() {
+		s := r.sess
+		r.mu.Unlock()
+		return s, nil
+	}
+	if r.closed || r.opt.Dial == nil {
+		r.mu.Unlock()
+		return nil, msg.Errorf(syscall.EIO, "%s: connection closed", r.opt.Name)
+	}
+	if d := r.dialing; d != nil {
+		// Another request is dialling: share its outcome, session or
+		// error (each waiter dialling again in turn would make the last
+		// of n wait n dial timeouts for a guest that does not answer).
 		r.mu.Unlock()
 		select {
-		case <-ch:
+		case <-d.done:
+			return d.sess, d.err
 		case <-ctx.Done():
 			return nil, msg.Errorf(syscall.EINTR, "dial: interrupted")
 		}
-		r.mu.Lock()
 	}
-	ch := make(chan struct{})
-	r.dialing = ch
+	d := &dialing{done: make(chan struct{})}
+	r.dialing = d
 	r.mu.Unlock()
 	s, err := r.dial(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer close(d.done)
 	r.dialing = nil
-	close(ch)
+	if err == nil && r.closed {
+		s.kill(errClosed)
+		s, err = nil, msg.Errorf(syscall.EIO, "%s: connection closed", r.opt.Name)
+	}
+	d.sess, d.err = s, err
 	if err != nil {
 		return nil, err
-	}
-	if r.closed {
-		s.kill(errClosed)
-		return nil, msg.Errorf(syscall.EIO, "%s: connection closed", r.opt.Name)
 	}
 	r.sess = s
 	return s, nil
