@@ -491,7 +491,11 @@ func BenchmarkGuestRatios(b *testing.B) {
 // answers. The CLI finds this daemon through $SANDFS_ADDR.
 func TestDocLabTranscripts(t *testing.T) {
 	need(t)
-	ts, err := transcript.Parse(testenv.Built("", "docs/filesystem.md"))
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := transcript.Parse(filepath.Join(root, "docs/filesystem.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
