@@ -28,6 +28,12 @@
 //     per sandbox not in state new, written atomically (temp file, fsync,
 //     rename, fsync dir); <stateDir>/run/<id>/ is the runtime's private
 //     directory (Spec.Dir); <stateDir>/lock is flock'ed by the open Plane.
+//   - Snapshots (snapshots.go, snapstore.go): the registry of snapshots
+//     (Plane.snaps, under Plane.mu), <stateDir>/snapshots/<snap>/, each
+//     written whole then renamed (complete or absent); the snapshot and
+//     rollback verbs of a sandbox, new from=, rm on a snapshot's ctl
+//     (SnapshotVerbs). A Machine takes them (Snapshotter), a Runtime
+//     restores them (SnapshotRestorer); the VMM's in vmmsnap.go.
 //
 // # Lifecycle
 //

@@ -3,6 +3,8 @@ package ctl
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 )
@@ -15,6 +17,7 @@ type fakeRuntime struct {
 	gate   chan struct{}           // if set, Start waits for it (or ctx)
 	live   map[string]*fakeMachine // by id
 	paused map[string]bool
+	froms  []SnapshotRef // every Restore, in order
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -37,6 +40,28 @@ func (r *fakeRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 		return nil, fail
 	}
 	m := &fakeMachine{done: make(chan struct{})}
+	r.mu.Lock()
+	r.live[s.ID] = m
+	r.mu.Unlock()
+	return m, nil
+}
+
+// Restore implements SnapshotRestorer: a new machine that remembers the
+// snapshot's marker file (fakeMachine.Snapshot).
+func (r *fakeRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Machine, error) {
+	b, err := os.ReadFile(filepath.Join(from.Dir, "marker"))
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.specs = append(r.specs, s)
+	r.froms = append(r.froms, from)
+	fail := r.fail
+	r.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	m := &fakeMachine{done: make(chan struct{}), marker: string(b), last: from.ID}
 	r.mu.Lock()
 	r.live[s.ID] = m
 	r.mu.Unlock()
@@ -72,7 +97,31 @@ type fakeMachine struct {
 	done     chan struct{}
 	err      error // why it ended
 	paused   bool
-	failNext error // the next Pause/Resume/Stop fails with this
+	failNext error  // the next Pause/Resume/Stop fails with this
+	marker   string // what its snapshots hold (set by tests, or a restore's)
+	last     string // the snapshot it last took or was restored from
+	snapFail error  // Snapshot fails with this
+	snapped  []bool // for each Snapshot: was it paused
+}
+
+// Snapshot implements Snapshotter: a file "marker" holding m.marker; a
+// delta when parent is the machine's last snapshot.
+func (m *fakeMachine) Snapshot(ctx context.Context, dir, parent string) (SnapshotStats, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.snapped = append(m.snapped, m.paused)
+	if m.snapFail != nil {
+		return SnapshotStats{}, m.snapFail
+	}
+	if err := os.WriteFile(filepath.Join(dir, "marker"), []byte(m.marker), 0o600); err != nil {
+		return SnapshotStats{}, err
+	}
+	st := SnapshotStats{DataBytes: 4096, DiskBytes: 8192, Boot: "fake"}
+	if parent != "" && parent == m.last {
+		st.Parent = parent
+	}
+	m.last = filepath.Base(dir)
+	return st, nil
 }
 
 func (m *fakeMachine) op(f func()) error {
@@ -144,4 +193,6 @@ func (m *fakeMachine) isPaused() bool {
 
 var _ Pider = (*fakeMachine)(nil)
 var _ Reattacher = reattachRuntime{}
+var _ Snapshotter = (*fakeMachine)(nil)
+var _ SnapshotRestorer = (*fakeRuntime)(nil)
 var _ = syscall.EIO

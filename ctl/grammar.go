@@ -38,6 +38,7 @@ type handler struct {
 	check   func(c *Command) error
 	plane   func(p *Plane, ctx context.Context, c Command, v *Verb) (reply string, err error)
 	sandbox func(s *Sandbox, ctx context.Context, c Command, v *Verb) error
+	snap    func(p *Plane, ctx context.Context, c Command, v *Verb) error // SnapshotVerbs; c.Snap names it
 }
 
 // Command is a parsed and validated ctl message.
@@ -48,6 +49,7 @@ type Command struct {
 
 	// Typed values, filled by the verb's checks.
 	ID     string // the sandbox named: `new [name]`, `kill <id>`, `rm <id>`
+	Snap   string // the snapshot named: `snapshot [name]`, `rollback <snap>`, a snapshot's ctl
 	Config Config // settings given by `new` keys or by template/mem/cpus/timeout
 }
 

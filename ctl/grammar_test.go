@@ -171,7 +171,7 @@ func TestErrorTextShape(t *testing.T) {
 // setting behind every key and one-setting verb, and a doc whose
 // "Required state:" agrees with Needs.
 func TestTables(t *testing.T) {
-	for name, tab := range map[string]Table{"global": GlobalVerbs, "sandbox": SandboxVerbs} {
+	for name, tab := range map[string]Table{"global": GlobalVerbs, "sandbox": SandboxVerbs, "snapshot": SnapshotVerbs} {
 		seen := map[string]bool{}
 		for _, v := range tab {
 			if seen[v.Name] {
@@ -184,7 +184,7 @@ func TestTables(t *testing.T) {
 			if !strings.Contains(v.Doc, "Errors:") && !strings.Contains(v.Doc, "Required state:") {
 				t.Errorf("%s table: verb %q: doc lacks required state or errors", name, v.Name)
 			}
-			if (name == "global") != (v.Run.plane != nil) || (name == "sandbox") != (v.Run.sandbox != nil) {
+			if (name == "global") != (v.Run.plane != nil) || (name == "sandbox") != (v.Run.sandbox != nil) || (name == "snapshot") != (v.Run.snap != nil) {
 				t.Errorf("%s table: verb %q: needs exactly the %s handler", name, v.Name, name)
 			}
 			for _, k := range v.Keys {

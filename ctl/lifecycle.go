@@ -100,7 +100,13 @@ func (s *Sandbox) launch(v *Verb) (uint64, error) {
 func (s *Sandbox) create(ctx context.Context, spec Spec) {
 	p := s.p
 	defer p.wg.Done()
-	m, err := p.rt.Start(ctx, spec)
+	var m Machine
+	var err error
+	if spec.From != "" {
+		m, err = p.restoreNew(ctx, spec)
+	} else {
+		m, err = p.rt.Start(ctx, spec)
+	}
 	s.op.Lock()
 	defer func() { s.op.Unlock(); p.notify(s.id) }()
 	s.cancel = nil
@@ -121,6 +127,7 @@ func (s *Sandbox) create(ctx context.Context, spec Spec) {
 		return
 	}
 	s.attach(m)
+	s.lastSnap = spec.From
 	if s.state == StateStopping { // killed while creating
 		if err := m.Stop(context.Background()); err != nil {
 			p.log.Error("cannot stop machine of sandbox killed while creating", "sandbox", s.id, "err", err)

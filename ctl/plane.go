@@ -39,9 +39,16 @@ type Plane struct {
 	// corrupt records: never given out (giveUID).
 	takenUIDs map[int]bool
 	lastErr   string // text of /err
-	watchers  map[int]func(id string)
-	nextW     int
-	closed    bool
+	// snaps are the listed snapshots (snapshots.go); snapBusy the names
+	// being taken or removed, and those of corrupt snapshots (never
+	// reused); snapPins count the snapshots being taken over or restored
+	// from, which rm refuses.
+	snaps    map[string]SnapshotInfo
+	snapBusy map[string]bool
+	snapPins map[string]int
+	watchers map[int]func(id string)
+	nextW    int
+	closed   bool
 }
 
 // Open opens (creating if needed) the state directory dir, takes its lock
@@ -66,6 +73,11 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 		st.close()
 		return nil, err
 	}
+	snaps, badSnaps, err := st.loadSnaps(log)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Plane{
 		st: st, rt: rt, log: log, ctx: ctx, cancel: cancel,
@@ -73,6 +85,15 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 		taken:     map[string]bool{},
 		takenUIDs: map[int]bool{},
 		watchers:  map[int]func(string){},
+		snaps:     map[string]SnapshotInfo{},
+		snapBusy:  map[string]bool{},
+		snapPins:  map[string]int{},
+	}
+	for _, si := range snaps {
+		p.snaps[si.ID] = si
+	}
+	for _, id := range badSnaps {
+		p.snapBusy[id] = true
 	}
 	for _, id := range bad {
 		p.taken[id] = true
@@ -153,7 +174,22 @@ func (p *Plane) ctl(ctx context.Context, m []byte) (string, error) {
 }
 
 // ctlNew creates and starts a sandbox (new on /ctl); the reply is its id.
+// With from=, the snapshot gives its shape and its owner must be the
+// writer's.
 func (p *Plane) ctlNew(ctx context.Context, c Command, v *Verb) (string, error) {
+	if c.Config.From != "" {
+		if _, ok := p.rt.(SnapshotRestorer); !ok && p.rt != nil {
+			return "", Errorf(syscall.ENOTSUP, "%s: the runtime cannot restore snapshots", v.Name)
+		}
+		si, err := p.LookupSnapshot(c.Config.From)
+		if err != nil {
+			return "", errNoSnapshot(v.Name, c.Config.From)
+		}
+		if err := mayUseSnap(ctx, v.Name, si); err != nil {
+			return "", err
+		}
+		c.Config.Template, c.Config.MemBytes, c.Config.CPUs = si.Template, si.MemBytes, si.CPUs
+	}
 	s, err := p.create(c.ID, c.Config, c.Verb, cred.Of(ctx).Owner())
 	if err != nil {
 		return "", err
@@ -203,8 +239,17 @@ func (p *Plane) fail(id string, m []byte, err error) {
 	}
 }
 
-// Err returns the text of the last failed request on /ctl or /clone, ""
-// if none (the content of /err, without newline).
+// SetErr makes err's text the plane's Err: a failed request the tree
+// reports in /err that ctl did not (a write on an open /clone fails in
+// the sandbox's err and in /err).
+func (p *Plane) SetErr(err error) {
+	p.mu.Lock()
+	p.lastErr = err.Error()
+	p.mu.Unlock()
+}
+
+// Err returns the text of the last failed request on /ctl or /clone or a
+// snapshot's ctl, "" if none (the content of /err, without newline).
 func (p *Plane) Err() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

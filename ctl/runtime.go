@@ -14,6 +14,10 @@ type Config struct {
 	CPUs     int           // vCPUs, default 1
 	World    string        // world attached at /workspace, "" for none
 	Timeout  time.Duration // kill after this long running; 0: never
+	// From is the snapshot the sandbox is restored from (new from=),
+	// "" for its template; the snapshot gives Template, MemBytes and
+	// CPUs. The runtime's SnapshotRestorer starts it. Not persisted.
+	From string
 }
 
 // Spec is what the runtime needs to start one sandbox's machine.

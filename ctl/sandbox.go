@@ -44,11 +44,17 @@ type Sandbox struct {
 	console  string             // console log of the last machine (ConsolePather), "" if none
 	uid      int                // host uid/gid of its machine (Spec.UID), 0 none; set once, at the first launch, with Plane.mu held too
 	link     io.Closer          // the tree's link to the guest (GuestLink), nil none; closed when the state ends
+	// lastSnap is the snapshot its machine last took or was restored
+	// from: the parent of its next snapshot, if still listed. op only.
+	lastSnap string
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner cred.Owner) *Sandbox {
 	return &Sandbox{p: p, id: id, created: created, owner: owner, state: StateNew, cfg: cfg, changed: make(chan struct{})}
 }
+
+// Plane returns the control plane s belongs to.
+func (s *Sandbox) Plane() *Plane { return s.p }
 
 // ID returns the sandbox's id.
 func (s *Sandbox) ID() string { return s.id }

@@ -15,9 +15,9 @@ import (
 var GlobalVerbs = Table{
 	{
 		Name:  "new",
-		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur]",
+		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur] [from=snap]",
 		Min:   0, Max: 1,
-		Keys:  []string{"template", "mem", "cpus", "world", "timeout"},
+		Keys:  []string{"template", "mem", "cpus", "world", "timeout", "from"},
 		Needs: []State{StateNew}, // the sandbox it creates, until it starts
 		Doc: `Creates and starts a sandbox called name ([a-z0-9][a-z0-9-]{0,62};
 without one, a short random id is chosen). Defaults: template=base
@@ -29,9 +29,15 @@ The write returns once the sandbox is running (reading the same open
 also left in /err; a sandbox whose machine failed to start stays listed
 as dead with the reason in its err file. It belongs to the writer's uid
 and gid (Owner): its files under sandboxes/<id>/ are theirs.
-Errors: EEXIST a sandbox called name exists; ENODEV no VMM runtime is
-configured (nothing is created); ENOENT unknown template or world (from
-the runtime); ECANCELED killed while creating; EINTR the writer was
+With from=snap the sandbox is a restore of that snapshot (of any
+sandbox of the writer's, which may be gone): its memory and a copy of
+its disk, with fresh entropy, its own hostname and the wall clock;
+status says boot=restore. The snapshot gives template, mem and cpus,
+which may then not be given.
+Errors: EEXIST a sandbox called name exists; EINVAL from= with template,
+mem or cpus; ENODEV no VMM runtime is configured (nothing is created);
+ENOENT unknown template, world or snapshot; EPERM the snapshot is
+another uid's; ECANCELED killed while creating; EINTR the writer was
 interrupted (creation goes on); EIO the runtime failed.`,
 		Run: handler{check: checkNew, plane: (*Plane).ctlNew},
 	},
@@ -164,6 +170,71 @@ Required state: any.
 Errors: EIO the runtime failed to stop the machine.`,
 		Run: handler{sandbox: (*Sandbox).ctlKill},
 	},
+	{
+		Name:  "snapshot",
+		Usage: "snapshot [name]",
+		Min:   0, Max: 1,
+		Needs: []State{StateRunning, StatePaused},
+		Doc: `Takes a snapshot called name (same grammar as sandbox ids; without
+one, a short random id), listed in snapshots/<name>/ here and in
+/snapshots/<name>/: the guest's memory and its disk as they are now. A
+running sandbox is paused for it and resumed; the write returns once
+the snapshot is complete (a daemon killed meanwhile leaves it absent,
+never half-written). The first snapshot of a machine is full, later ones
+deltas over its last (or the one it was restored from) if that is still
+listed. The snapshot belongs to the sandbox's owner and outlives the
+sandbox.
+Required state: running or paused.
+Errors: EINVAL bad name; EEXIST a snapshot called name exists; EBUSY
+not running or paused; ENOTSUP the machine cannot take snapshots; EIO
+the runtime failed (nothing is listed; if the resume failed the
+sandbox is left paused).`,
+		Run: handler{check: checkSnapName, sandbox: (*Sandbox).snapshot},
+	},
+	{
+		Name:  "rollback",
+		Usage: "rollback <snap>",
+		Min:   1, Max: 1,
+		Needs: []State{StateRunning, StatePaused},
+		Doc: `Replaces the sandbox's machine by a restore of snap, one of its own
+snapshots: memory and disk are as they were then; processes and
+connections from after it are gone (procs/ and fs/ reach the restored
+guest). Same id and directory; the sandbox is running afterwards, and
+its next snapshot is a delta over snap.
+Required state: running or paused.
+Errors: EINVAL bad name or a snapshot of another sandbox; ENOENT no
+such snapshot; EBUSY not running or paused; ENOTSUP the runtime cannot
+restore snapshots (nothing changed); EIO the old machine did not stop
+(nothing changed) or the restore failed (the sandbox is then dead, its
+err says why).`,
+		Run: handler{check: checkSnapName, sandbox: (*Sandbox).rollback},
+	},
+}
+
+// SnapshotVerbs are the verbs of /snapshots/<snap>/ctl and of
+// /sandboxes/<id>/snapshots/<snap>/ctl. A failure's text goes to /err.
+var SnapshotVerbs = Table{
+	{
+		Name:  "rm",
+		Usage: "rm",
+		Min:   0, Max: 0,
+		Doc: `Removes the snapshot: it disappears from both listings and its files
+are deleted. Allowed to its owner and root.
+Errors: ENOENT removed already; EPERM not the owner; EBUSY a delta is
+over it (rm that first) or a snapshot or restore is using it; EIO the
+files could not be removed.`,
+		Run: handler{snap: (*Plane).rmSnap},
+	},
+}
+
+// checkSnapName checks the snapshot named by snapshot [name] and
+// rollback <snap>.
+func checkSnapName(c *Command) error {
+	if len(c.Args) == 0 {
+		return nil
+	}
+	c.Snap = c.Args[0]
+	return checkName(c.Verb, "snapshot", c.Snap, c.Snap)
 }
 
 func checkID(c *Command) error {
@@ -181,6 +252,9 @@ func checkNew(c *Command) error {
 		if err := setConfig(&c.Config, c.Verb, k, c.Keys[k], k+"="+c.Keys[k]); err != nil {
 			return err
 		}
+	}
+	if cf := c.Config; cf.From != "" && (cf.Template != "" || cf.MemBytes != 0 || cf.CPUs != 0) {
+		return Errorf(syscall.EINVAL, "%s: from= gives template, mem and cpus %s", c.Verb, msg.Cite("from="+cf.From))
 	}
 	return nil
 }
@@ -207,6 +281,10 @@ var settings = map[string]func(cfg *Config, verb, value, input string) error{
 	"template": func(cfg *Config, verb, value, input string) error {
 		cfg.Template = value
 		return checkName(verb, "template", value, input)
+	},
+	"from": func(cfg *Config, verb, value, input string) error {
+		cfg.From = value
+		return checkName(verb, "snapshot", value, input)
 	},
 	"world": func(cfg *Config, verb, value, input string) error {
 		cfg.World = value

@@ -183,7 +183,8 @@ func (r *VMMRuntime) launch(ctx context.Context, id string, cfg vmmproc.Config, 
 	if snapshot != "" {
 		boot = "restore"
 	}
-	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits()), boot: boot}, nil
+	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits()), boot: boot,
+		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname")}, nil
 }
 
 // config is the VMM configuration of sandbox s, whose guest boots with
@@ -294,6 +295,13 @@ type vmmMachine struct {
 	console string // serial log (ConsolePath)
 	limits  string // Limits
 	boot    string // Boot: cold or restore
+	// For snapshots (vmmsnap.go): its work directory, the uid it runs
+	// as (0: not jailed), the host name its kernel command line gives,
+	// and the snapshot it last took or was restored from (its sandbox's
+	// op guards it).
+	work, host string
+	uid        int
+	last       string
 }
 
 var (

@@ -15,7 +15,11 @@
 //	/sandboxes/<id>/execstatus    execStatusFile status line of the last exec (procs/<n>/status)
 //	/sandboxes/<id>/procs/, fs/   ninep.Remote   the guest agent's tree, bound (guest.go)
 //	/sandboxes/<id>/console       consoleFile    the VMM's serial log, read-only
-//	/templates/ /snapshots/ /worlds/  fs.EmptyDir  (registries to come)
+//	/sandboxes/<id>/snapshots/    snapshotsDir   the snapshots taken of it (same nodes as /snapshots/<snap>/)
+//	/snapshots/                   snapshotsDir   every snapshot; it outlives its sandbox
+//	/snapshots/<snap>/info        snapInfoFile   one line, fixed field order
+//	/snapshots/<snap>/ctl         snapCtlFile    verbs (rm); read: its id
+//	/templates/ /worlds/          fs.EmptyDir    (registries to come)
 //
 // Adding a file kind: write one file with its type (a fs.Source for text,
 // a fs.Sink for messages, a fs.Opener for per-open state), then add one

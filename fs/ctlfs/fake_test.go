@@ -17,6 +17,11 @@ func (fakeRuntime) Start(ctx context.Context, s ctl.Spec) (ctl.Machine, error) {
 	return newFakeMachine(), nil
 }
 
+// Restore implements ctl.SnapshotRestorer.
+func (fakeRuntime) Restore(ctx context.Context, s ctl.Spec, from ctl.SnapshotRef) (ctl.Machine, error) {
+	return newFakeMachine(), nil
+}
+
 func (fakeRuntime) Reattach(ctx context.Context, s ctl.Spec) (ctl.Machine, error) {
 	return newFakeMachine(), nil
 }
@@ -35,6 +40,11 @@ func (m *fakeMachine) Stop(context.Context) error {
 	return nil
 }
 func (m *fakeMachine) Done() <-chan struct{} { return m.done }
-func (m *fakeMachine) Err() error            { return nil }
+
+// Snapshot implements ctl.Snapshotter: a full snapshot with no files.
+func (m *fakeMachine) Snapshot(ctx context.Context, dir, parent string) (ctl.SnapshotStats, error) {
+	return ctl.SnapshotStats{DataBytes: 4096}, nil
+}
+func (m *fakeMachine) Err() error { return nil }
 
 func sfsNew(p *ctl.Plane) *ctlfs.Tree { return ctlfs.New(p, nil) }

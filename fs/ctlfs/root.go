@@ -16,6 +16,6 @@ var rootTable = sfs.Table[*Tree]{
 	{Name: "err", Mode: 0o440, New: func(t *Tree, m iofs.FileMode) sfs.Node { return errFile(t.Err, m) }},
 	{Name: "sandboxes", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &sandboxesDir{t: t, mode: m} }},
 	{Name: "templates", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return sfs.EmptyDir{Mode: m} }},
-	{Name: "snapshots", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return sfs.EmptyDir{Mode: m} }},
+	{Name: "snapshots", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &snapshotsDir{plane: t.plane, mode: m} }},
 	{Name: "worlds", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return sfs.EmptyDir{Mode: m} }},
 }

@@ -3,7 +3,6 @@ package ctlfs
 import (
 	"log/slog"
 	"os"
-	"sync"
 
 	sfs "sandfs/fs"
 
@@ -16,9 +15,6 @@ type Tree struct {
 	plane *ctl.Plane
 	log   *slog.Logger
 	owner cred.Owner // of the root and its files: the daemon's uid, the creators' gid
-
-	mu      sync.Mutex // protects lastErr
-	lastErr string     // text of the last failed request on /ctl or /clone
 }
 
 // New returns the tree of plane p. log may be nil (discard).
@@ -41,17 +37,9 @@ func (t *Tree) Root() sfs.Dir {
 	return rootTable.Dir(t, 0o555, &o)
 }
 
-// fail records a failed request on /ctl or /clone for /err. ctl has
-// already logged it.
-func (t *Tree) fail(err error) {
-	t.mu.Lock()
-	t.lastErr = err.Error()
-	t.mu.Unlock()
-}
+// fail records a failed request on /ctl or /clone for /err (the plane's
+// Err, which a snapshot's ctl also sets). ctl has already logged it.
+func (t *Tree) fail(err error) { t.plane.SetErr(err) }
 
 // Err is the text of /err, without newline.
-func (t *Tree) Err() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.lastErr
-}
+func (t *Tree) Err() string { return t.plane.Err() }

@@ -117,7 +117,7 @@ var checks = map[string]func(t *testing.T, tg target){
 		if err != nil || !sameNames(got, want) {
 			t.Errorf("readdir / = %v, %v; want %v", got, err, want)
 		}
-		for _, d := range []string{"templates", "snapshots", "worlds"} {
+		for _, d := range []string{"templates", "worlds"} {
 			if got, err := tg.readDir(d); err != nil || len(got) != 0 {
 				t.Errorf("readdir %s = %v, %v; want empty", d, got, err)
 			}
@@ -144,7 +144,7 @@ var checks = map[string]func(t *testing.T, tg target){
 			t.Errorf("readdir sandboxes = %v, %v; want box1", got, err)
 		}
 		got, err = tg.readDir("sandboxes/box1")
-		if want := []string{"ctl", "status", "err", "wait", "exec", "execstatus", "procs", "fs", "console"}; err != nil || !sameNames(got, want) {
+		if want := []string{"ctl", "status", "err", "wait", "exec", "execstatus", "procs", "fs", "console", "snapshots"}; err != nil || !sameNames(got, want) {
 			t.Errorf("readdir sandboxes/box1 = %v, %v; want %v", got, err, want)
 		}
 		st, err := readFile(tg, "sandboxes/box1/status")
@@ -153,6 +153,48 @@ var checks = map[string]func(t *testing.T, tg target){
 		}
 		if c, err := readFile(tg, "sandboxes/box1/ctl"); err != nil || c != "box1 running\n" {
 			t.Errorf("read sandbox ctl = %q, %v; want %q", c, err, "box1 running\n")
+		}
+	},
+	"snapshot, its nodes, new from it, rm": func(t *testing.T, tg target) {
+		newSandbox(t, tg, "sbox")
+		if err := writeFile(tg, "sandboxes/sbox/ctl", "snapshot snap5\n"); err != nil {
+			t.Fatalf("snapshot snap5: %v", err)
+		}
+		for _, d := range []string{"sandboxes/sbox/snapshots", "snapshots"} {
+			if got, err := tg.readDir(d); err != nil || !slices.Contains(got, "snap5") {
+				t.Errorf("readdir %s = %v, %v; want snap5", d, got, err)
+			}
+			if got, err := tg.readDir(d + "/snap5"); err != nil || !sameNames(got, []string{"info", "ctl"}) {
+				t.Errorf("readdir %s/snap5 = %v, %v; want info, ctl", d, got, err)
+			}
+			info, err := readFile(tg, d+"/snap5/info")
+			if err != nil || !strings.HasPrefix(info, "snap5 sandbox=sbox parent=- created=") || !strings.HasSuffix(info, " mem=268435456 data=4096 disk=0 kind=full\n") {
+				t.Errorf("read %s/snap5/info = %q, %v", d, info, err)
+			}
+		}
+		if c, err := readFile(tg, "snapshots/snap5/ctl"); err != nil || c != "snap5\n" {
+			t.Errorf("read snapshots/snap5/ctl = %q, %v", c, err)
+		}
+		if err := writeFile(tg, "sandboxes/sbox/ctl", "rollback nosuch\n"); errnoOf(err) != syscall.ENOENT {
+			t.Errorf("rollback nosuch = %v; want ENOENT", err)
+		}
+		if got, _ := readFile(tg, "sandboxes/sbox/err"); got != "rollback: no snapshot \"nosuch\"\n" {
+			t.Errorf("err after rollback nosuch = %q", got)
+		}
+		writeBad(t, tg, []badInput{{"unknown verb", "bogus\n"}, {"rm with an argument", "rm x\n"}}, ctl.SnapshotVerbs, "snapshots/snap5/ctl", "err")
+		for _, m := range []string{"kill sbox\n", "rm sbox\n", "new sbox2 from=snap5\n"} {
+			if err := writeFile(tg, "ctl", m); err != nil {
+				t.Fatalf("write ctl %q: %v", m, err)
+			}
+		}
+		if err := writeFile(tg, "sandboxes/sbox2/ctl", "rollback snap5\n"); errnoOf(err) != syscall.EINVAL {
+			t.Errorf("rollback to another sandbox's snapshot = %v; want EINVAL", err)
+		}
+		if err := writeFile(tg, "snapshots/snap5/ctl", "rm\n"); err != nil {
+			t.Fatalf("rm snap5: %v", err)
+		}
+		if _, err := readFile(tg, "snapshots/snap5/info"); errnoOf(err) != syscall.ENOENT {
+			t.Errorf("info after rm: %v; want ENOENT", err)
 		}
 	},
 	"new of an existing name": func(t *testing.T, tg target) {

@@ -1,0 +1,281 @@
+package ctl
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"sandfs/ctl/cred"
+)
+
+// snapNames are the ids of p's snapshots, in listing order.
+func snapNames(p *Plane) []string {
+	var out []string
+	for _, si := range p.Snapshots() {
+		out = append(out, si.ID)
+	}
+	return out
+}
+
+// storeEntries are the names in p's snapshot store.
+func storeEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, snapsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestSnapshotVerb takes snapshots of a running and a paused sandbox:
+// paused while taken, state kept, first full, then deltas over the last,
+// listed with their info; bad input changes nothing.
+func TestSnapshotVerb(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new box")
+	s := lookup(t, p, "box")
+	m := rt.machine("box")
+	m.marker = "one"
+	sdo(t, s, "snapshot s1")
+	if s.State() != StateRunning || m.isPaused() || len(m.snapped) != 1 || !m.snapped[0] {
+		t.Fatalf("after snapshot: state %s, paused %v, snapshots taken paused %v; want running, false, [true]", s.State(), m.isPaused(), m.snapped)
+	}
+	si, err := p.LookupSnapshot("s1")
+	if err != nil || !si.Full || si.Parent != "" || si.Sandbox != "box" || si.Template != "base" || si.CPUs != 1 {
+		t.Fatalf("LookupSnapshot(s1) = %+v, %v", si, err)
+	}
+	want := "s1 sandbox=box parent=- created="
+	if l := si.Line(); !strings.HasPrefix(l, want) || !strings.HasSuffix(l, " mem=268435456 data=4096 disk=8192 kind=full") {
+		t.Errorf("Line() = %q; want %q... kind=full", l, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, snapsName, "s1", "marker")); err != nil || string(b) != "one" {
+		t.Errorf("s1's files: %q, %v", b, err)
+	}
+
+	sdo(t, s, "pause")
+	sdo(t, s, "snapshot")
+	if s.State() != StatePaused || !m.isPaused() {
+		t.Errorf("snapshot of a paused sandbox: state %s, paused %v; want it left paused", s.State(), m.isPaused())
+	}
+	names := snapNames(p)
+	if len(names) != 2 || names[0] != "s1" || !ValidName(names[1]) {
+		t.Fatalf("snapshots %q; want s1 and a generated id", names)
+	}
+	if si, _ := p.LookupSnapshot(names[1]); si.Full || si.Parent != "s1" || !strings.HasSuffix(si.Line(), "kind=delta") {
+		t.Errorf("second snapshot %+v; want a delta over s1", si)
+	}
+	if got := s.Snapshots(); len(got) != 2 {
+		t.Errorf("Sandbox.Snapshots() = %v; want 2", got)
+	}
+
+	before := storeEntries(t, dir)
+	for _, tc := range []struct {
+		m     string
+		errno syscall.Errno
+		text  string
+	}{
+		{"snapshot s1", syscall.EEXIST, `snapshot: snapshot exists "s1"`},
+		{"snapshot Bad", syscall.EINVAL, `snapshot: invalid snapshot name "Bad"`},
+		{"snapshot a b", syscall.EINVAL, "too many arguments"},
+	} {
+		err := s.Ctl(ctx(t), []byte(tc.m))
+		wantErr(t, tc.m, err, tc.errno, tc.text)
+		if s.Err() != err.Error() {
+			t.Errorf("%s: err file %q; want %q", tc.m, s.Err(), err.Error())
+		}
+	}
+	m.snapFail = errors.New("disk full")
+	wantErr(t, "snapshot s3 (machine fails)", s.Ctl(ctx(t), []byte("snapshot s3")), syscall.EIO, "snapshot: disk full")
+	m.snapFail = nil
+	sdo(t, s, "kill")
+	wantErr(t, "snapshot of a dead sandbox", s.Ctl(ctx(t), []byte("snapshot s4")), syscall.EBUSY, "need running or paused")
+	if after := storeEntries(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Errorf("store after refused snapshots %q; want %q", after, before)
+	}
+	if len(snapNames(p)) != 2 {
+		t.Errorf("snapshots %q after refusals; want 2", snapNames(p))
+	}
+}
+
+// TestSnapshotsOutliveRestart: snapshots outlive their sandbox and the
+// daemon; a write the daemon did not finish (.tmp-) is removed at Open.
+func TestSnapshotsOutliveRestart(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new box")
+	sdo(t, lookup(t, p, "box"), "snapshot s1")
+	do(t, p, "kill box")
+	do(t, p, "rm box")
+	if names := snapNames(p); len(names) != 1 || names[0] != "s1" {
+		t.Fatalf("snapshots after rm of the sandbox %q; want [s1]", names)
+	}
+	p.Close()
+	// A daemon killed half-way through a snapshot and through a rm.
+	for _, d := range []string{".tmp-s2-123/s2", ".rm-s1x-9/s1x"} {
+		if err := os.MkdirAll(filepath.Join(dir, snapsName, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p2, _ := openPlane(t, dir, rt)
+	if names := snapNames(p2); len(names) != 1 || names[0] != "s1" {
+		t.Errorf("snapshots after restart %q; want [s1]", names)
+	}
+	if e := storeEntries(t, dir); len(e) != 1 || e[0] != "s1" {
+		t.Errorf("store after restart %q; want [s1]", e)
+	}
+}
+
+// TestSnapshotRm: a parent is refused while a delta is over it; another
+// uid may not remove it; the owner may; the next snapshot of the sandbox
+// is then full.
+func TestSnapshotRm(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	if _, err := p.Ctl(as(t, alice), []byte("new box")); err != nil {
+		t.Fatal(err)
+	}
+	s := lookup(t, p, "box")
+	sdo(t, s, "snapshot s1")
+	sdo(t, s, "snapshot s2")
+	wantErr(t, "rm s1", p.SnapshotCtl(as(t, alice), "s1", []byte("rm")), syscall.EBUSY, `rm: snapshot "s1" is the parent of "s2"`)
+	if p.Err() == "" {
+		t.Errorf("a failed snapshot rm left /err empty")
+	}
+	wantErr(t, "rm s2 by bob", p.SnapshotCtl(as(t, bob), "s2", []byte("rm")), syscall.EPERM, `belongs to uid 4001`)
+	wantErr(t, "rm nosuch", p.SnapshotCtl(as(t, alice), "nosuch", []byte("rm")), syscall.ENOENT, `rm: no snapshot "nosuch"`)
+	wantErr(t, "bogus", p.SnapshotCtl(as(t, alice), "s2", []byte("bogus")), syscall.EINVAL, `unknown verb "bogus"`)
+	for _, id := range []string{"s2", "s1"} {
+		if err := p.SnapshotCtl(as(t, alice), id, []byte("rm")); err != nil {
+			t.Fatalf("rm %s = %v", id, err)
+		}
+	}
+	if n, e := snapNames(p), storeEntries(t, dir); len(n) != 0 || len(e) != 0 {
+		t.Fatalf("after rm: listed %q, store %q; want nothing", n, e)
+	}
+	sdo(t, s, "snapshot s3")
+	if si, _ := p.LookupSnapshot("s3"); !si.Full {
+		t.Errorf("snapshot after its parent was removed: %+v; want full", si)
+	}
+}
+
+// TestRollback replaces the machine by a restore of the sandbox's own
+// snapshot: same sandbox, running, the old machine stopped, the next
+// snapshot a delta over it. Bad input changes nothing.
+func TestRollback(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new box")
+	do(t, p, "new other")
+	s := lookup(t, p, "box")
+	old := rt.machine("box")
+	old.marker = "before"
+	sdo(t, s, "snapshot s1")
+	rt.machine("other").marker = "other's"
+	sdo(t, lookup(t, p, "other"), "snapshot o1")
+	sdo(t, s, "snapshot s2")
+
+	ver := s.Version()
+	for _, tc := range []struct {
+		m     string
+		errno syscall.Errno
+		text  string
+	}{
+		{"rollback nosuch", syscall.ENOENT, `rollback: no snapshot "nosuch"`},
+		{"rollback o1", syscall.EINVAL, `rollback: snapshot "o1" is of sandbox "other", not "box"`},
+		{"rollback", syscall.EINVAL, "missing argument"},
+		{"rollback B!", syscall.EINVAL, "invalid snapshot name"},
+	} {
+		wantErr(t, tc.m, s.Ctl(ctx(t), []byte(tc.m)), tc.errno, tc.text)
+	}
+	if s.Version() != ver || old.ended() || rt.machine("box") != old {
+		t.Fatalf("refused rollbacks changed the sandbox")
+	}
+
+	sdo(t, s, "pause")
+	sdo(t, s, "rollback s1")
+	m := rt.machine("box")
+	if !old.ended() || m == old || m.marker != "before" || s.State() != StateRunning {
+		t.Fatalf("after rollback: old ended %v, new machine %v with %q, state %s; want a restore of s1, running", old.ended(), m != old, m.marker, s.State())
+	}
+	if got := rt.froms[len(rt.froms)-1]; got.ID != "s1" || got.Dir != filepath.Join(dir, snapsName, "s1") || rt.lastSpec().ID != "box" {
+		t.Errorf("Restore(%+v) for %q; want s1 for box", got, rt.lastSpec().ID)
+	}
+	sdo(t, s, "snapshot s3")
+	if si, _ := p.LookupSnapshot("s3"); si.Parent != "s1" {
+		t.Errorf("snapshot after rollback: %+v; want a delta over s1", si)
+	}
+	// The old machine's end is not the sandbox's death.
+	if st := s.State(); st != StateRunning {
+		t.Errorf("state %s after the old machine ended; want running", st)
+	}
+
+	rt.mu.Lock()
+	rt.fail = errors.New("restore broke")
+	rt.mu.Unlock()
+	wantErr(t, "rollback that fails", s.Ctl(ctx(t), []byte("rollback s2")), syscall.EIO, "restore broke")
+	if s.State() != StateDead || !strings.Contains(s.Err(), "restore broke") {
+		t.Errorf("after a failed restore: %s, err %q; want dead with the reason", s.State(), s.Err())
+	}
+}
+
+// TestNewFrom creates sandboxes from a snapshot, also after its sandbox
+// is gone; the snapshot gives the shape; others' snapshots are refused.
+func TestNewFrom(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	if _, err := p.Ctl(as(t, alice), []byte("new box mem=512M cpus=2")); err != nil {
+		t.Fatal(err)
+	}
+	rt.machine("box").marker = "box's"
+	sdo(t, lookup(t, p, "box"), "snapshot s1")
+	do(t, p, "kill box")
+
+	for _, tc := range []struct {
+		c     cred.Cred
+		m     string
+		errno syscall.Errno
+		text  string
+	}{
+		{alice, "new c1 from=nosuch", syscall.ENOENT, `new: no snapshot "nosuch"`},
+		{alice, "new c1 from=s1 mem=1G", syscall.EINVAL, `from= gives template, mem and cpus "from=s1"`},
+		{alice, "new c1 from=Bad", syscall.EINVAL, `invalid snapshot name "from=Bad"`},
+		{bob, "new c1 from=s1", syscall.EPERM, `new: snapshot "s1" belongs to uid 4001`},
+	} {
+		_, err := p.Ctl(as(t, tc.c), []byte(tc.m))
+		wantErr(t, tc.m, err, tc.errno, tc.text)
+		if p.Err() != err.Error() {
+			t.Errorf("%s: /err %q; want %q", tc.m, p.Err(), err.Error())
+		}
+	}
+	if _, err := p.Lookup("c1"); err == nil {
+		t.Fatalf("a refused new from= left sandbox c1")
+	}
+	if reply, err := p.Ctl(as(t, alice), []byte("new c1 from=s1 timeout=1h")); err != nil || reply != "c1\n" {
+		t.Fatalf("new c1 from=s1 = %q, %v", reply, err)
+	}
+	c1 := lookup(t, p, "c1")
+	spec := rt.lastSpec()
+	if spec.From != "s1" || spec.MemBytes != 512<<20 || spec.CPUs != 2 || spec.Timeout == 0 || rt.machine("c1").marker != "box's" {
+		t.Errorf("c1's spec %+v, marker %q; want from s1, 512M, 2 cpus, a timeout", spec, rt.machine("c1").marker)
+	}
+	if c1.Owner() != alice.Owner() || !strings.Contains(c1.Status(), "mem=512M cpus=2") {
+		t.Errorf("c1: owner %v, status %q", c1.Owner(), c1.Status())
+	}
+	sdo(t, c1, "snapshot c1s")
+	if si, _ := p.LookupSnapshot("c1s"); si.Parent != "s1" || si.Sandbox != "c1" {
+		t.Errorf("snapshot of c1: %+v; want a delta over s1", si)
+	}
+}

@@ -1,0 +1,209 @@
+package ctl
+
+// Snapshots of VMMRuntime's machines (Snapshotter, SnapshotRestorer):
+// the VMM writes the memory snapshot into its sandbox's own store
+// (work/snapshots/, where its chain lives, docs/snapshots.md "Jailed
+// VMMs") and a clone of its disk layer (work/snapdisk/); the daemon
+// links those files, made root's and read-only, into the Plane's
+// snapshot directory. A restore links the chain back into the new
+// machine's own store and copies the frozen layer.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/msg"
+	"sandfs/snapshot"
+)
+
+var (
+	_ Snapshotter      = (*vmmMachine)(nil)
+	_ SnapshotRestorer = (*VMMRuntime)(nil)
+)
+
+// In a machine's work directory.
+const (
+	workSnaps = "snapshots" // the VMM's snapshot store: its chain
+	workDisks = "snapdisk"  // the disk layers it froze, by snapshot id
+)
+
+// Snapshot implements Snapshotter for a paused VMM: memory (a delta over
+// parent when parent is the machine's last snapshot), then its disk
+// layer, then both imported into dir.
+func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (SnapshotStats, error) {
+	id := filepath.Base(dir)
+	store := filepath.Join(m.work, workSnaps)
+	over := ""
+	if parent != "" && parent == m.last {
+		over = filepath.Join(store, parent)
+	}
+	if err := m.p.Snapshot(ctx, filepath.Join(store, id), over); err != nil {
+		return SnapshotStats{}, err
+	}
+	m.last = id // the machine's chain now ends here, listed or not
+	layer := filepath.Join(workDisks, id)
+	if err := m.p.CloneDisk(ctx, 0, filepath.Join(m.work, layer)); err != nil {
+		return SnapshotStats{}, err
+	}
+	for _, f := range []struct{ src, dst string }{
+		{filepath.Join(workSnaps, id, snapshot.MetaFile), snapshot.MetaFile},
+		{filepath.Join(workSnaps, id, snapshot.MemFile), snapshot.MemFile},
+		{layer, entryLayer},
+		{layer + ".map", entryLayer + ".map"},
+	} {
+		if err := importFile(m.work, f.src, filepath.Join(dir, f.dst), m.uid); err != nil {
+			return SnapshotStats{}, Errorf(syscall.EIO, "import %s: %v", msg.Cite(f.src), err)
+		}
+	}
+	s, err := snapshot.Open(dir)
+	if err != nil {
+		return SnapshotStats{}, err
+	}
+	if s.Parent != "" && s.Parent != parent {
+		return SnapshotStats{}, Errorf(syscall.EIO, "the VMM wrote a delta over %s, not %s", msg.Cite(s.Parent), msg.Cite(parent))
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dir, entryLayer), &st); err != nil {
+		return SnapshotStats{}, err
+	}
+	return SnapshotStats{Parent: s.Parent, DataBytes: s.Pages() * snapshot.PageSize, DiskBytes: uint64(st.Blocks) * 512, Boot: m.host}, nil
+}
+
+// importFile links rel, a file the VMM of uid wrote under its work
+// directory, to dst, after making it root's and read-only for everyone
+// (the VMM can no longer change it). rel is resolved beneath work without
+// following any symlink; it must be a regular file with one link, owned
+// by uid (0: an unjailed VMM, the daemon's own user; then nothing is
+// chowned).
+func importFile(work, rel, dst string, uid int) error {
+	wfd, err := unix.Open(work, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(wfd)
+	fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return errors.New("not a regular file")
+	case st.Nlink != 1:
+		return fmt.Errorf("%d links", st.Nlink)
+	case uid != 0 && int(st.Uid) != uid:
+		return fmt.Errorf("owned by uid %d, not the VMM's %d", st.Uid, uid)
+	}
+	if uid != 0 {
+		if err := unix.Fchown(fd, 0, 0); err != nil {
+			return err
+		}
+	}
+	if err := unix.Fchmod(fd, 0o644); err != nil {
+		return err
+	}
+	err = unix.Linkat(fd, "", unix.AT_FDCWD, dst, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.ENOENT) { // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
+	}
+	return err
+}
+
+// Restore implements SnapshotRestorer: s's run directory gets a fresh
+// work directory holding a copy of the snapshot's disk layer and the
+// snapshot's chain (hard links: the files are root's and read-only), its
+// VMM restores the chain from there, and the guest gets fresh entropy, its
+// hostname and the wall clock (refreshGuest) before s is reported running.
+func (r *VMMRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Machine, error) {
+	if from.Boot == "" {
+		return nil, Errorf(syscall.EINVAL, "snapshot %s has no boot host name", msg.Cite(from.ID))
+	}
+	cfg, err := r.config(s, from.Boot)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	work := WorkDir(s)
+	// A rollback: the old machine has ended; nothing of its uid runs
+	// while the new work directory is laid out.
+	if err := os.RemoveAll(work); err != nil {
+		return nil, Errorf(syscall.EIO, "restore: %v", err)
+	}
+	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
+		return nil, err
+	}
+	for _, n := range []string{entryLayer, entryLayer + ".map"} {
+		if err := CopyLayerFile(filepath.Join(work, n), filepath.Join(from.Dir, n), cfg.Jail.UID); err != nil {
+			return nil, Errorf(syscall.EIO, "restore: disk layer: %v", err)
+		}
+	}
+	if err := linkChain(filepath.Join(work, workSnaps), from.Dir, cfg.Jail.UID); err != nil {
+		return nil, Errorf(Errno(err), "restore: %s", errText(err))
+	}
+	vm, err := r.launch(ctx, s.ID, cfg, filepath.Join(work, workSnaps, from.ID))
+	if err != nil {
+		return nil, err
+	}
+	vm.last = from.ID
+	if err := refreshGuest(ctx, vm.uds, s.ID, time.Now); err != nil {
+		vm.p.Kill()
+		vm.p.Wait()
+		return nil, Errorf(Errno(err), "after restore: %s", errText(err))
+	}
+	r.Log.Info("restored from snapshot: agent serving", "id", s.ID, "snapshot", from.ID, "after", time.Since(start).Round(time.Millisecond))
+	return vm, nil
+}
+
+// linkChain makes store (new) the VMM's snapshot store holding the chain
+// that ends at dir: a directory per snapshot, root's, with hard links to
+// its files; store itself is uid's, for the snapshots the VMM takes next.
+func linkChain(store, dir string, uid int) error {
+	chain, err := snapshot.Chain(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(store, 0o700); err != nil {
+		return err
+	}
+	for _, c := range chain {
+		d := filepath.Join(store, c.ID)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		for _, f := range []string{snapshot.MetaFile, snapshot.MemFile} {
+			if err := os.Link(filepath.Join(c.Dir, f), filepath.Join(d, f)); err != nil {
+				return err
+			}
+		}
+	}
+	if uid != 0 {
+		return os.Lchown(store, uid, uid)
+	}
+	return nil
+}
+
+// cmdlineValue is the value of key=value on a kernel command line, "" if
+// absent.
+func cmdlineValue(cmdline, key string) string {
+	for _, f := range strings.Fields(cmdline) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

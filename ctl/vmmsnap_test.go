@@ -1,0 +1,87 @@
+package ctl
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"sandfs/snapshot"
+)
+
+// TestImportFile: only a regular file with one link, beneath the work
+// directory and reached without a symlink, is linked out, read-only.
+func TestImportFile(t *testing.T) {
+	work, out := t.TempDir(), t.TempDir()
+	write := func(name string) {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ok")
+	write("twice")
+	secret := filepath.Join(out, "secret")
+	if err := os.WriteFile(secret, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{
+		os.Link(filepath.Join(work, "twice"), filepath.Join(work, "twice2")),
+		os.Symlink(secret, filepath.Join(work, "link")),
+		os.Symlink(out, filepath.Join(work, "dirlink")),
+		os.Mkdir(filepath.Join(work, "dir"), 0o700),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := filepath.Join(out, "imported")
+	if err := importFile(work, "ok", dst, 0); err != nil {
+		t.Fatalf("importFile(ok) = %v", err)
+	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("imported file: %v, %v; want mode 0644", fi, err)
+	}
+	for _, rel := range []string{"twice", "link", "dirlink/secret", "../" + filepath.Base(out) + "/secret", "dir", "missing"} {
+		if err := importFile(work, rel, filepath.Join(out, "bad"), 0); err == nil {
+			t.Errorf("importFile(%q) = nil; want refused", rel)
+		}
+	}
+	if err := importFile(work, "dir/../ok", filepath.Join(out, "bad"), os.Getuid()+1); err == nil {
+		t.Errorf("importFile of a file of another uid = nil; want refused")
+	}
+	if _, err := os.Lstat(filepath.Join(out, "bad")); err == nil {
+		t.Errorf("a refused import left a file")
+	}
+}
+
+// TestLinkChain links a full snapshot and a delta over it into a new
+// store, where the delta's chain opens.
+func TestLinkChain(t *testing.T) {
+	src := t.TempDir()
+	mem := make([]byte, 16*snapshot.PageSize)
+	mem[0], mem[5*snapshot.PageSize] = 1, 2
+	pages := snapshot.NewPages(16)
+	pages.Set(0)
+	full, err := snapshot.Write(filepath.Join(src, "s1"), mem, pages, nil, []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages.Clear()
+	pages.Set(5)
+	if _, err := snapshot.Write(filepath.Join(src, "s2"), mem, pages, full, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "snapshots")
+	if err := linkChain(store, filepath.Join(src, "s2"), 0); err != nil {
+		t.Fatalf("linkChain = %v", err)
+	}
+	chain, err := snapshot.Chain(filepath.Join(store, "s2"))
+	if err != nil || len(chain) != 2 || chain[0].ID != "s1" {
+		t.Fatalf("Chain in the new store = %v, %v; want s1, s2", chain, err)
+	}
+	if err := linkChain(store, filepath.Join(src, "s2"), 0); err == nil {
+		t.Errorf("linkChain into an existing store = nil; want an error")
+	}
+	if v := cmdlineValue("root=/dev/vda sandfs.hostname=template quiet", "sandfs.hostname"); v != "template" {
+		t.Errorf("cmdlineValue = %q", v)
+	}
+}

@@ -1,0 +1,103 @@
+package guestlab
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSnapshotRollback (issue 11, the tree's snapshot verbs, real guests):
+// a file on disk, a counter in guest memory (/dev/shm) and a sleeping
+// process from before a snapshot are back after rollback, and what came
+// after is gone; a second snapshot is a delta; a snapshot outlives its
+// killed and removed sandbox and seeds a new one with that state; bad
+// input fails with errno and text in err and changes nothing.
+func TestSnapshotRollback(t *testing.T) {
+	need(t)
+	d := startDaemon(t)
+	d.mustSh(t, "echo 'new a' > ctl")
+	d.waitAgent(t, "a")
+	run := func(id, cmd string) string {
+		t.Helper()
+		return strings.TrimSpace(d.mustSh(t, "cd sandboxes/"+id+" && echo '"+cmd+"' > exec && cat exec"))
+	}
+	// fails runs a shell write that must fail, and returns the err file.
+	fails := func(script, errFile string) string {
+		t.Helper()
+		if out, err := d.sh(t, script); err == nil {
+			t.Errorf("%q succeeded (%q); want it refused", script, out)
+		}
+		return strings.TrimSpace(d.mustSh(t, "cat "+errFile))
+	}
+	info := func(snap string) string {
+		t.Helper()
+		return strings.TrimSpace(d.mustSh(t, "cat snapshots/"+snap+"/info"))
+	}
+
+	run("a", "echo before > /root/file; sync; echo 41 > /dev/shm/counter; setsid sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/pid")
+	pid := run("a", "cat /dev/shm/pid")
+	d.mustSh(t, "echo snapshot s1 > sandboxes/a/ctl")
+	if got := info("s1"); !strings.HasPrefix(got, "s1 sandbox=a parent=- ") || !strings.HasSuffix(got, " kind=full") {
+		t.Errorf("s1 info %q; want a full snapshot of a", got)
+	}
+	if st := d.mustSh(t, "cat sandboxes/a/ctl"); st != "a running\n" {
+		t.Errorf("a after snapshot: %q; want running", st)
+	}
+	run("a", "echo after > /root/file; touch /root/later; sync; echo 42 > /dev/shm/counter; kill "+pid+"; setsid sleep 200000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/pid2")
+	d.mustSh(t, "echo snapshot s2 > sandboxes/a/ctl")
+	if got := info("s2"); !strings.HasPrefix(got, "s2 sandbox=a parent=s1 ") || !strings.HasSuffix(got, " kind=delta") {
+		t.Errorf("s2 info %q; want a delta over s1", got)
+	}
+	t.Logf("snapshots: %s | %s", info("s1"), info("s2"))
+	if ls := d.mustSh(t, "ls sandboxes/a/snapshots"); ls != "s1\ns2\n" {
+		t.Errorf("ls sandboxes/a/snapshots = %q", ls)
+	}
+
+	// Bad input: errno, text, nothing changed.
+	for _, tc := range []struct{ msg, want string }{
+		{"rollback nosuch", `rollback: no snapshot "nosuch"`},
+		{"snapshot Bad", `snapshot: invalid snapshot name "Bad"`},
+		{"snapshot s1", `snapshot: snapshot exists "s1"`},
+	} {
+		if got := fails("echo '"+tc.msg+"' > sandboxes/a/ctl", "sandboxes/a/err"); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: err %q; want %q", tc.msg, got, tc.want)
+		}
+	}
+	if got := fails("echo rm > snapshots/s1/ctl", "err"); !strings.Contains(got, `is the parent of "s2"`) {
+		t.Errorf("rm s1: err %q; want refused, s2 is over it", got)
+	}
+	if got := run("a", "cat /root/file /dev/shm/counter"); got != "after\n42" {
+		t.Errorf("a after refused requests: %q; want after, 42", got)
+	}
+
+	d.mustSh(t, "echo rollback s1 > sandboxes/a/ctl")
+	if got := run("a", "cat /root/file /dev/shm/counter; ls /root/later /dev/shm/pid2 2>&1; true"); !strings.HasPrefix(got, "before\n41\n") ||
+		strings.Contains(got, "\n/root/later") || strings.Contains(got, "\n/dev/shm/pid2") {
+		t.Errorf("a after rollback s1: %q; want before, 41, no later files", got)
+	}
+	if got := run("a", "cat /proc/"+pid+"/comm; hostname"); got != "sleep\na" {
+		t.Errorf("a after rollback: pid %s is %q; want the sleep of before the snapshot, hostname a", pid, got)
+	}
+	if st := d.mustSh(t, "cat sandboxes/a/status"); !strings.HasPrefix(st, "a running ") || !strings.HasSuffix(st, " boot=restore\n") {
+		t.Errorf("a status after rollback %q", st)
+	}
+
+	// The snapshot outlives its sandbox; a dead one cannot take one.
+	d.mustSh(t, "echo kill a > ctl")
+	if got := fails("echo snapshot s3 > sandboxes/a/ctl", "sandboxes/a/err"); got != `snapshot: sandbox "a" is dead; need running or paused` {
+		t.Errorf("snapshot of a dead sandbox: err %q", got)
+	}
+	d.mustSh(t, "echo rm a > ctl")
+	if got := fails("echo new b from=nosuch > ctl", "err"); got != `new: no snapshot "nosuch"` {
+		t.Errorf("new from=nosuch: err %q", got)
+	}
+	d.mustSh(t, "echo new b from=s2 > ctl")
+	if got := run("b", "cat /root/file /dev/shm/counter; hostname; ls /root/later"); got != "after\n42\nb\n/root/later" {
+		t.Errorf("b from s2: %q; want after, 42, b, /root/later", got)
+	}
+	if got := fails("echo rollback s1 > sandboxes/b/ctl", "sandboxes/b/err"); got != `rollback: snapshot "s1" is of sandbox "a", not "b"` {
+		t.Errorf("rollback of b to a's snapshot: err %q", got)
+	}
+	if ls := d.mustSh(t, "ls snapshots"); ls != "s1\ns2\n" {
+		t.Errorf("ls snapshots = %q; want s1 s2", ls)
+	}
+}
