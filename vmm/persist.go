@@ -317,3 +317,8 @@ func (m *Machine) loadMSRIndex() error {
 	m.msrIndex = idx
 	return nil
 }
+
+// FromRaw decodes one of State's raw kernel structs (e.g. VMState.IOAPIC
+// as kvm.IRQChip), checking its size; name is for the error. For
+// programs that load a State without a Machine (tools/bench's floor).
+func FromRaw[T any](b []byte, name string) (T, error) { return fromRaw[T](b, name) }

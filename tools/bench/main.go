@@ -42,8 +42,12 @@ func (r *run) progress(format string, args ...any) {
 
 // Main is `sandfs bench ARGS`; only `snapshots` exists.
 func Main(args []string) int {
+	if len(args) > 0 && args[0] == "floor" {
+		initClock()
+		return floorMain(args[1:])
+	}
 	if len(args) == 0 || args[0] != "snapshots" {
-		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags]")
+		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench floor SNAPSHOT-DIR")
 		return codeUsage
 	}
 	fs := flag.NewFlagSet("bench snapshots", flag.ContinueOnError)
@@ -120,8 +124,16 @@ func (r *run) all(ctx context.Context, mems, dirty []int, dirtyMem, conc int, qe
 		if err != nil {
 			return "", err
 		}
+		var qt *qemuTemplate
+		if qemu != "" {
+			r.progress("qemu template %d MiB: cold boot, migrate to a file", m)
+			if qt, err = r.qemuBuild(ctx, qemu, uint64(m)<<20); err != nil {
+				return "", fmt.Errorf("qemu %d MiB: %w", m, err)
+			}
+			r.progress("  booted in %s, saved %s in %s", ms(qt.boot), mib(qt.migBytes), ms(qt.save))
+		}
 		r.progress("create from snapshot, %d MiB, n=%d", m, r.n)
-		c, err := r.benchCreate(ctx, t)
+		c, err := r.benchCreate(ctx, t, qt)
 		if err != nil {
 			return "", err
 		}

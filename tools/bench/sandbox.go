@@ -49,6 +49,7 @@ type template struct {
 	dir, store string
 	mem        uint64
 	boot       time.Duration // process start to the agent serving
+	save       time.Duration // pause + full snapshot
 }
 
 func (t *template) snap() string { return filepath.Join(t.store, "base") }
@@ -72,12 +73,14 @@ func (h *host) buildTemplate(ctx context.Context, mem uint64) (*template, error)
 		return nil, fmt.Errorf("template boot: %w", err)
 	}
 	t := &template{dir: dir, store: filepath.Join(dir, "store"), mem: mem, boot: since(start)}
+	start = now()
 	if err := p.Pause(ctx); err != nil {
 		return nil, err
 	}
 	if err := p.Save(ctx, t.snap()); err != nil {
 		return nil, err
 	}
+	t.save = since(start)
 	if err := p.Stop(ctx); err != nil {
 		return nil, err
 	}
