@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -18,6 +19,8 @@ type fakeRuntime struct {
 	live   map[string]*fakeMachine // by id
 	paused map[string]bool
 	froms  []SnapshotRef // every Restore, in order
+	// failRestore: the Restore whose number (from 1) it holds fails.
+	failRestore int
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -57,6 +60,9 @@ func (r *fakeRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Ma
 	r.specs = append(r.specs, s)
 	r.froms = append(r.froms, from)
 	fail := r.fail
+	if len(r.froms) == r.failRestore {
+		fail = errors.New("restore number " + fmt.Sprint(r.failRestore) + " fails")
+	}
 	r.mu.Unlock()
 	if fail != nil {
 		return nil, fail

@@ -32,13 +32,15 @@ type Table = msg.Table[handler, State]
 // Parse) validates the arguments and fills the typed fields of the
 // Command; nil means no checks beyond the counts. Then the file applies
 // it: /ctl calls plane (GlobalVerbs), sandboxes/<id>/ctl and /clone call
-// sandbox (SandboxVerbs). Each row of a table sets the function of its
+// sandbox, or reply for a verb whose reply a read gives (SandboxVerbs),
+// a snapshot's ctl calls snap (SnapshotVerbs). Each row of a table sets the function of its
 // file (TestTables), so dispatch needs no switch on verb names.
 type handler struct {
 	check   func(c *Command) error
 	plane   func(p *Plane, ctx context.Context, c Command, v *Verb) (reply string, err error)
 	sandbox func(s *Sandbox, ctx context.Context, c Command, v *Verb) error
-	snap    func(p *Plane, ctx context.Context, c Command, v *Verb) error // SnapshotVerbs; c.Snap names it
+	reply   func(s *Sandbox, ctx context.Context, c Command, v *Verb) (reply string, err error) // a SandboxVerbs verb that replies
+	snap    func(p *Plane, ctx context.Context, c Command, v *Verb) error                       // SnapshotVerbs; c.Snap names it
 }
 
 // Command is a parsed and validated ctl message.
@@ -48,9 +50,11 @@ type Command struct {
 	Keys map[string]string // key=value arguments; nil if none
 
 	// Typed values, filled by the verb's checks.
-	ID     string // the sandbox named: `new [name]`, `kill <id>`, `rm <id>`
-	Snap   string // the snapshot named: `snapshot [name]`, `rollback <snap>`, a snapshot's ctl
-	Config Config // settings given by `new` keys or by template/mem/cpus/timeout
+	ID   string // the sandbox named: `new [name]`, `kill <id>`, `rm <id>`
+	Snap string // the snapshot named: `snapshot [name]`, `rollback <snap>`, a snapshot's ctl
+	// clone [n] [concurrency=c]: how many, how many at a time.
+	Count, Concurrency int
+	Config             Config // settings given by `new` keys or by template/mem/cpus/timeout
 }
 
 // Parse turns one message into a command of table t. It does no I/O and

@@ -191,25 +191,36 @@ func (s *Sandbox) Release() {
 // /clone (SandboxVerbs). A failure's text becomes the sandbox's Err and is
 // logged.
 func (s *Sandbox) Ctl(ctx context.Context, msg []byte) error {
-	err := s.ctl(ctx, msg)
+	_, err := s.CtlReply(ctx, msg)
+	return err
+}
+
+// CtlReply is Ctl, also returning what a read of the same open should
+// return next: "" for most verbs; the snapshot's name and a newline for
+// snapshot.
+func (s *Sandbox) CtlReply(ctx context.Context, msg []byte) (string, error) {
+	reply, err := s.ctl(ctx, msg)
 	if err != nil {
 		s.mu.Lock()
 		s.err = err.Error()
 		s.mu.Unlock()
 		s.p.fail(s.id, msg, err)
 	}
-	return err
+	return reply, err
 }
 
-func (s *Sandbox) ctl(ctx context.Context, m []byte) error {
+func (s *Sandbox) ctl(ctx context.Context, m []byte) (string, error) {
 	c, v, err := parse(m, SandboxVerbs)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if s.p.isClosed() {
-		return errClosed
+		return "", errClosed
 	}
-	return v.Run.sandbox(s, ctx, c, v)
+	if v.Run.reply != nil {
+		return v.Run.reply(s, ctx, c, v)
+	}
+	return "", v.Run.sandbox(s, ctx, c, v)
 }
 
 // busy is the error for verb v refused in the current state: EBUSY naming

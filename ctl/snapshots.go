@@ -172,32 +172,42 @@ func mayUseSnap(ctx context.Context, verb string, si SnapshotInfo) error {
 // snapshot takes a snapshot of s (the snapshot verb): pause if running,
 // the machine's snapshot into a temporary directory, resume, then the
 // record and the rename that lists it.
-func (s *Sandbox) snapshot(ctx context.Context, c Command, v *Verb) error {
-	p := s.p
+func (s *Sandbox) snapshot(ctx context.Context, c Command, v *Verb) (string, error) {
 	s.op.Lock()
-	defer func() { s.op.Unlock(); p.notify(s.id) }()
+	defer func() { s.op.Unlock(); s.p.notify(s.id) }()
 	if !v.Allows(s.state) {
-		return s.busy(v)
+		return "", s.busy(v)
 	}
+	id, err := s.snapshotLocked(ctx, v.Name, c.Snap)
+	if err != nil {
+		return "", err
+	}
+	return id + "\n", nil
+}
+
+// snapshotLocked takes snapshot id ("": a generated name) of s, running
+// or paused, and returns its name. op held.
+func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string, error) {
+	p := s.p
 	sm, ok := s.m.(Snapshotter)
 	if !ok {
-		return Errorf(syscall.ENOTSUP, "%s: the machine of sandbox %s cannot take snapshots", v.Name, msg.Cite(s.id))
+		return "", Errorf(syscall.ENOTSUP, "%s: the machine of sandbox %s cannot take snapshots", verb, msg.Cite(s.id))
 	}
-	id, parent, err := p.reserveSnap(v.Name, c.Snap, s.lastSnap)
+	id, parent, err := p.reserveSnap(verb, name, s.lastSnap)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var si SnapshotInfo
 	defer func() { p.unreserveSnap(id, parent, si) }()
 	dir, err := p.st.snapTemp(id)
 	if err != nil {
-		return Errorf(syscall.EIO, "%s: %v", v.Name, err)
+		return "", Errorf(syscall.EIO, "%s: %v", verb, err)
 	}
 	running := s.state == StateRunning
 	if running {
 		if err := s.m.Pause(ctx); err != nil {
 			p.st.snapDrop(dir)
-			return Errorf(Errno(err), "%s: pause: %s", v.Name, errText(err))
+			return "", Errorf(Errno(err), "%s: pause: %s", verb, errText(err))
 		}
 	}
 	created := time.Now().Round(0)
@@ -206,30 +216,30 @@ func (s *Sandbox) snapshot(ctx context.Context, c Command, v *Verb) error {
 	if running {
 		if rerr := s.m.Resume(p.ctx); rerr != nil {
 			p.st.snapDrop(dir)
-			perr := s.persist(v.Name, StatePaused, nil)
+			perr := s.persist(verb, StatePaused, nil)
 			s.setState(StatePaused, nil) // the machine stayed paused
 			if perr != nil {
 				p.log.Error("sandbox paused but its record is stale", "sandbox", s.id, "err", perr)
 			}
-			return Errorf(syscall.EIO, "%s: resume after the snapshot: %s (sandbox left paused)", v.Name, errText(rerr))
+			return "", Errorf(syscall.EIO, "%s: resume after the snapshot: %s (sandbox left paused)", verb, errText(rerr))
 		}
 	}
 	if err != nil {
 		p.st.snapDrop(dir)
-		return Errorf(Errno(err), "%s: %s", v.Name, errText(err))
+		return "", Errorf(Errno(err), "%s: %s", verb, errText(err))
 	}
 	c0 := s.cfg.Defaults()
 	info := SnapshotInfo{ID: id, Sandbox: s.id, Parent: st.Parent, Owner: s.owner, Created: created, Full: st.Parent == "",
 		MemBytes: c0.MemBytes, DataBytes: st.DataBytes, DiskBytes: st.DiskBytes, Template: c0.Template, CPUs: c0.CPUs, Boot: st.Boot}
 	if err := p.st.snapCommit(dir, info); err != nil {
 		p.st.snapDrop(dir)
-		return Errorf(syscall.EIO, "%s: saving snapshot %s: %v", v.Name, msg.Cite(id), err)
+		return "", Errorf(syscall.EIO, "%s: saving snapshot %s: %v", verb, msg.Cite(id), err)
 	}
 	si = info
 	s.lastSnap = id
 	p.log.Info("snapshot taken", "sandbox", s.id, "snapshot", id, "parent", st.Parent, "data", st.DataBytes, "disk", st.DiskBytes,
 		"machine", took.Round(time.Millisecond), "after", time.Since(created).Round(time.Millisecond))
-	return nil
+	return id, nil
 }
 
 // rollback replaces s's machine by a restore of one of its snapshots.
@@ -354,6 +364,17 @@ func (p *Plane) rmSnap(ctx context.Context, c Command, v *Verb) error {
 		return Errorf(syscall.EIO, "%s: removing snapshot %s: %v", v.Name, msg.Cite(si.ID), err)
 	}
 	return nil
+}
+
+// dropSnap removes snapshot id (a failed clone's) whoever asks.
+func (p *Plane) dropSnap(id string) error {
+	p.mu.Lock()
+	si, ok := p.snaps[id]
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return p.rmSnap(cred.With(context.Background(), cred.Cred{}), Command{Snap: si.ID}, SnapshotVerbs.Lookup("rm"))
 }
 
 // snapGone reports whether snapshot id's directory is gone from the

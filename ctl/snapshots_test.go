@@ -279,3 +279,57 @@ func TestNewFrom(t *testing.T) {
 		t.Errorf("snapshot of c1: %+v; want a delta over s1", si)
 	}
 }
+
+// TestCloneVerb: a snapshot, then n sandboxes from it, their ids replied;
+// bad counts change nothing; a clone that fails leaves nothing behind.
+func TestCloneVerb(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	if _, err := p.Ctl(as(t, alice), []byte("new box cpus=2")); err != nil {
+		t.Fatal(err)
+	}
+	s := lookup(t, p, "box")
+	rt.machine("box").marker = "state of box"
+	for _, m := range []string{"clone 0", "clone 65", "clone x", "clone +2", "clone 2 concurrency=0", "clone 2 concurrency=17", "clone 2 bogus=1", "clone 1 2"} {
+		wantErr(t, m, s.Ctl(ctx(t), []byte(m)), syscall.EINVAL)
+	}
+	if n, boxes := snapNames(p), ids(p); len(n) != 0 || len(boxes) != 1 {
+		t.Fatalf("after refused clones: snapshots %q, sandboxes %q", n, boxes)
+	}
+
+	reply, err := s.CtlReply(ctx(t), []byte("clone 3 concurrency=2"))
+	if err != nil {
+		t.Fatalf("clone 3 = %v", err)
+	}
+	clones := strings.Fields(reply)
+	snaps := snapNames(p)
+	if len(clones) != 3 || !strings.HasSuffix(reply, "\n") || len(snaps) != 1 {
+		t.Fatalf("clone 3 replied %q, snapshots %q; want 3 ids and one snapshot", reply, snaps)
+	}
+	for _, id := range clones {
+		c := lookup(t, p, id)
+		if c.State() != StateRunning || c.Owner() != alice.Owner() || c.Config().CPUs != 2 || rt.machine(id).marker != "state of box" {
+			t.Errorf("clone %s: %s, owner %v, cpus %d, marker %q", id, c.State(), c.Owner(), c.Config().CPUs, rt.machine(id).marker)
+		}
+	}
+
+	// The second restore of the next clone fails: nothing stays.
+	before := ids(p)
+	rt.mu.Lock()
+	rt.failRestore = len(rt.froms) + 2
+	rt.mu.Unlock()
+	err = s.Ctl(ctx(t), []byte("clone 4 concurrency=1"))
+	wantErr(t, "clone 4 (second fails)", err, syscall.EIO, "clone 2 of 4", "fails", "removed")
+	if after := ids(p); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Errorf("sandboxes after a failed clone %q; want %q", after, before)
+	}
+	if n := snapNames(p); len(n) != 1 || n[0] != snaps[0] {
+		t.Errorf("snapshots after a failed clone %q; want %q", n, snaps)
+	}
+	if e := storeEntries(t, dir); len(e) != 1 {
+		t.Errorf("store after a failed clone %q; want one snapshot", e)
+	}
+	sdo(t, s, "kill")
+	wantErr(t, "clone of a dead sandbox", s.Ctl(ctx(t), []byte("clone")), syscall.EBUSY, "need running or paused")
+}

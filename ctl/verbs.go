@@ -180,7 +180,7 @@ one, a short random id), listed in snapshots/<name>/ here and in
 /snapshots/<name>/: the guest's memory and its disk as they are now. A
 running sandbox is paused for it and resumed; the write returns once
 the snapshot is complete (a daemon killed meanwhile leaves it absent,
-never half-written). The first snapshot of a machine is full, later ones
+never half-written); a read of the same open then gives its name. The first snapshot of a machine is full, later ones
 deltas over its last (or the one it was restored from) if that is still
 listed. The snapshot belongs to the sandbox's owner and outlives the
 sandbox.
@@ -189,7 +189,7 @@ Errors: EINVAL bad name; EEXIST a snapshot called name exists; EBUSY
 not running or paused; ENOTSUP the machine cannot take snapshots; EIO
 the runtime failed (nothing is listed; if the resume failed the
 sandbox is left paused).`,
-		Run: handler{check: checkSnapName, sandbox: (*Sandbox).snapshot},
+		Run: handler{check: checkSnapName, reply: (*Sandbox).snapshot},
 	},
 	{
 		Name:  "rollback",
@@ -208,6 +208,25 @@ restore snapshots (nothing changed); EIO the old machine did not stop
 (nothing changed) or the restore failed (the sandbox is then dead, its
 err says why).`,
 		Run: handler{check: checkSnapName, sandbox: (*Sandbox).rollback},
+	},
+	{
+		Name:  "clone",
+		Usage: "clone [n] [concurrency=c]",
+		Min:   0, Max: 1,
+		Keys:  []string{"concurrency"},
+		Needs: []State{StateRunning, StatePaused},
+		Doc: `Takes a snapshot of the sandbox (as snapshot, a generated name) and
+creates n sandboxes from it (as new from=, generated ids; default 1,
+at most 64), c at a time (default min(n, 4), at most 16). They belong
+to this sandbox's owner and have its settings. All or nothing: the
+write returns once every clone runs, and a read of the same open then
+gives their ids, one a line; if any fails, every clone made so far is
+killed and removed, and so is the snapshot.
+Required state: running or paused.
+Errors: EINVAL bad count or concurrency; EBUSY not running or paused;
+ENOTSUP the runtime cannot restore snapshots; otherwise the error of
+the snapshot or of the first clone that failed (its text says which).`,
+		Run: handler{check: checkClone, reply: (*Sandbox).clone},
 	},
 }
 

@@ -39,6 +39,9 @@ const (
 // parent when parent is the machine's last snapshot), then its disk
 // layer, then both imported into dir.
 func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (SnapshotStats, error) {
+	if m.work == "" || m.host == "" {
+		return SnapshotStats{}, Errorf(syscall.ENOTSUP, "the machine's work directory or boot host name is unknown")
+	}
 	id := filepath.Base(dir)
 	store := filepath.Join(m.work, workSnaps)
 	over := ""

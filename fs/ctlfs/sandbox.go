@@ -15,7 +15,7 @@ import (
 // status, wait) and nothing else: not its errors, output, console or
 // guest files, and they may write nothing.
 var sandboxTable = sfs.Table[*ctl.Sandbox]{
-	{Name: "ctl", Mode: 0o644, New: sandboxCtlFile},
+	{Name: "ctl", Mode: 0o644, New: newSandboxCtlFile},
 	{Name: "status", Mode: 0o444, New: statusFile},
 	{Name: "err", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return errFile(s.Err, m) }},
 	{Name: "wait", Mode: 0o444, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &waitFile{sb: s, mode: m} }},

@@ -91,6 +91,26 @@ func want(t *testing.T, msg string, tb ctl.Table) (syscall.Errno, string) {
 	return ctl.Errno(err), err.Error()
 }
 
+// writeRead writes msg to path and returns what a read of the same open
+// gives then.
+func writeRead(t *testing.T, tg target, path, msg string) string {
+	t.Helper()
+	f, err := tg.open(path, os.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte(msg)); err != nil {
+		t.Fatalf("write %s %q: %v", path, msg, err)
+	}
+	b := make([]byte, 4096)
+	n, err := f.Read(b)
+	if err != nil {
+		t.Fatalf("read %s after %q: %v", path, msg, err)
+	}
+	return string(b[:n])
+}
+
 // newSandbox creates a running sandbox called name through tg's /ctl,
 // checking that a read of the same open gives its id.
 func newSandbox(t *testing.T, tg target, name string) {
@@ -174,6 +194,18 @@ var checks = map[string]func(t *testing.T, tg target){
 		}
 		if c, err := readFile(tg, "snapshots/snap5/ctl"); err != nil || c != "snap5\n" {
 			t.Errorf("read snapshots/snap5/ctl = %q, %v", c, err)
+		}
+		named := writeRead(t, tg, "sandboxes/sbox/ctl", "snapshot\n")
+		if got, err := tg.readDir("sandboxes/sbox/snapshots"); err != nil || !strings.HasSuffix(named, "\n") || !slices.Contains(got, strings.TrimSpace(named)) {
+			t.Errorf("snapshot replied %q; snapshots %v, %v; want the name it chose", named, got, err)
+		}
+		if clones := strings.Fields(writeRead(t, tg, "sandboxes/sbox/ctl", "clone 2\n")); len(clones) != 2 {
+			t.Errorf("clone 2 replied %q; want two ids", clones)
+		} else if c, err := readFile(tg, "sandboxes/"+clones[1]+"/ctl"); err != nil || c != clones[1]+" running\n" {
+			t.Errorf("clone %s: ctl %q, %v", clones[1], c, err)
+		}
+		if c, err := readFile(tg, "sandboxes/sbox/ctl"); err != nil || c != "sbox running\n" {
+			t.Errorf("a fresh open of sbox's ctl reads %q, %v; want its state", c, err)
 		}
 		if err := writeFile(tg, "sandboxes/sbox/ctl", "rollback nosuch\n"); errnoOf(err) != syscall.ENOENT {
 			t.Errorf("rollback nosuch = %v; want ENOENT", err)

@@ -3,6 +3,7 @@ package guestlab
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSnapshotRollback (issue 11, the tree's snapshot verbs, real guests):
@@ -99,5 +100,29 @@ func TestSnapshotRollback(t *testing.T) {
 	}
 	if ls := d.mustSh(t, "ls snapshots"); ls != "s1\ns2\n" {
 		t.Errorf("ls snapshots = %q; want s1 s2", ls)
+	}
+
+	// clone: each clone has b's disk and memory, its own hostname, and
+	// its own disk from then on.
+	run("b", "echo 43 > /dev/shm/counter")
+	start := time.Now()
+	ids := strings.Fields(d.mustSh(t, "exec 3<>sandboxes/b/ctl; echo clone 3 concurrency=2 >&3; cat <&3"))
+	t.Logf("clone 3 concurrency=2: %v (snapshot and 3 restores to a serving agent)", time.Since(start).Round(time.Millisecond))
+	if len(ids) != 3 {
+		t.Fatalf("clone 3 replied %q; want 3 ids", ids)
+	}
+	for i, id := range ids {
+		if got := run(id, "cat /root/file /dev/shm/counter; hostname"); got != "after\n43\n"+id {
+			t.Errorf("clone %s: %q; want after, 43, %s", id, got, id)
+		}
+		run(id, "echo "+id+" > /root/own; sync")
+		if i > 0 {
+			if got := run(ids[0], "cat /root/own"); got != ids[0] {
+				t.Errorf("clone %s reads %q in its /root/own; want its own", ids[0], got)
+			}
+		}
+	}
+	if ls := strings.Fields(d.mustSh(t, "ls snapshots")); len(ls) != 3 {
+		t.Errorf("snapshots after clone %q; want s1, s2 and the clone's", ls)
 	}
 }
