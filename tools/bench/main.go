@@ -34,6 +34,7 @@ type run struct {
 	idle  time.Duration // how long a restored sandbox idles before its memory is read
 	log   *os.File
 	clock string // what times the figures (initClock)
+	tree  bool   // measure through the daemon's tree too
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -60,6 +61,7 @@ func Main(args []string) int {
 	dirty := fs.String("dirty", "0,8,64,256", "MiB the guest dirties before each snapshot")
 	dirtyMem := fs.Int("dirty-mem", 2048, "guest RAM in MiB for the dirty-size snapshots (its /dev/shm is half)")
 	conc := fs.Int("c", 10, "concurrency of the pause/resume measurement")
+	treeC := fs.String("tree", "10,20", "concurrencies of new through the daemon's tree (\"\": skip the tree)")
 	qemu := fs.String("qemu", "", "QEMU binary for the side-by-side restore (\"\": none)")
 	out := fs.String("o", "", "write the markdown report here (default stdout)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -71,7 +73,8 @@ func Main(args []string) int {
 	}
 	memList, err1 := intList(*mems)
 	dirtyList, err2 := intList(*dirty)
-	if err1 != nil || err2 != nil || len(memList) == 0 || *n < 1 || *conc < 1 {
+	treeList, err3 := intList(*treeC)
+	if err1 != nil || err2 != nil || err3 != nil || len(memList) == 0 || *n < 1 || *conc < 1 {
 		fmt.Fprintln(os.Stderr, "bench snapshots: bad -mem, -dirty, -n or -c")
 		return codeUsage
 	}
@@ -84,7 +87,8 @@ func Main(args []string) int {
 	r := &run{clock: clock, h: &host{kernel: *kernel, rootfs: filepath.Join(*templates, *tmpl+".ext4"), dir: *scratch}, n: *n, idle: 2 * time.Second, log: os.Stderr}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	report, err := r.all(ctx, memList, dirtyList, *dirtyMem, *conc, *qemu)
+	r.tree = *treeC != ""
+	report, err := r.all(ctx, memList, dirtyList, treeList, *dirtyMem, *conc, *qemu)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench snapshots:", err)
 		return codeError
@@ -101,7 +105,7 @@ func Main(args []string) int {
 }
 
 // all runs every measurement and returns the report.
-func (r *run) all(ctx context.Context, mems, dirty []int, dirtyMem, conc int, qemu string) (string, error) {
+func (r *run) all(ctx context.Context, mems, dirty, treeC []int, dirtyMem, conc int, qemu string) (string, error) {
 	started := time.Now()
 	tmpls := map[int]*template{}
 	get := func(mem int) (*template, error) {
@@ -162,6 +166,14 @@ func (r *run) all(ctx context.Context, mems, dirty []int, dirtyMem, conc int, qe
 		return "", fmt.Errorf("pause: %w", err)
 	}
 	tables = append(tables, pauseTable(p, t.mem))
+	if r.tree {
+		r.progress("through the tree: new at c=1 and c=%v, snapshot, rollback, new from=", treeC)
+		tr, err := r.benchTree(ctx, treeC)
+		if err != nil {
+			return "", fmt.Errorf("tree: %w", err)
+		}
+		tables = append(tables, treeTable(tr))
+	}
 	return r.render(tables, started), nil
 }
 

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"sandfs/fs/client"
+)
+
+// treeResult is what the daemon's tree measured: every figure is a write
+// to a ctl file that returns once the operation is done.
+type treeResult struct {
+	first    time.Duration // the first new of the shape: builds the template snapshot
+	new1     sample        // new template=base, one at a time
+	newC     map[int]time.Duration
+	concs    []int
+	snapFull time.Duration // snapshot s1 of a running sandbox (the machine's first: full)
+	snapD    time.Duration // snapshot s2 (a delta over s1)
+	rollback time.Duration // rollback s1
+	from1    time.Duration // new from=s1
+}
+
+// daemon is `sandfs serve` (this binary) on a state directory of the
+// scratch directory, and a client of its unix socket.
+type daemon struct {
+	cmd   *exec.Cmd
+	ended chan struct{}
+	c     *client.Client
+}
+
+// startDaemon starts the daemon (as ctl's runtime runs VMMs as root:
+// jailed) and dials it.
+func (r *run) startDaemon(ctx context.Context) (*daemon, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	state, sock := filepath.Join(r.h.dir, "state"), filepath.Join(r.h.dir, "d.sock")
+	log, err := os.Create(filepath.Join(r.h.dir, "daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command(self, "serve", "-mount", "", "-state", state, "-listen", "unix:"+sock,
+		"-kernel", r.h.kernel, "-templates", filepath.Dir(r.h.rootfs))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &daemon{cmd: cmd, ended: make(chan struct{})}
+	go func() { cmd.Wait(); close(d.ended) }()
+	for {
+		if d.c, err = client.Dial(ctx, "unix:"+sock, ""); err == nil {
+			return d, nil
+		}
+		select {
+		case <-d.ended:
+			b, _ := os.ReadFile(log.Name())
+			return nil, fmt.Errorf("daemon ended: %s", tail(b))
+		case <-ctx.Done():
+			d.stop()
+			return nil, fmt.Errorf("daemon: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends the daemon with SIGTERM (its sandboxes go with it), then
+// SIGKILL after a minute.
+func (d *daemon) stop() {
+	if d.c != nil {
+		d.c.Close()
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.ended:
+	case <-time.After(time.Minute):
+		d.cmd.Process.Kill()
+		<-d.ended
+	}
+}
+
+// ctl writes msg to path and returns how long the write took.
+func (d *daemon) ctl(path, msg, errPath string) (time.Duration, error) {
+	start := now()
+	err := d.c.WriteMsg(path, msg, errPath)
+	return since(start), err
+}
+
+func (d *daemon) newSandbox(id, extra string) (time.Duration, error) {
+	return d.ctl("ctl", "new "+id+" template=base "+extra, "err")
+}
+
+// benchTree measures through the daemon's tree: new template=base one at
+// a time and at each concurrency of concs, then snapshot, rollback and
+// new from= of one sandbox.
+func (r *run) benchTree(ctx context.Context, concs []int) (*treeResult, error) {
+	d, err := r.startDaemon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	res := &treeResult{newC: map[int]time.Duration{}, concs: concs}
+	seq := 0
+	id := func() string { seq++; return "b" + strconv.Itoa(seq) }
+	kill := func(ids []string) {
+		parallel(len(ids), func(i int) error { return d.c.Kill(ids[i]) })
+	}
+	first := id()
+	if res.first, err = d.newSandbox(first, ""); err != nil {
+		return nil, fmt.Errorf("first new: %w", err)
+	}
+	r.progress("  first new (template snapshot built): %s", ms(res.first))
+	kill([]string{first})
+	for i := 0; i < r.n; i++ {
+		x := id()
+		t, err := d.newSandbox(x, "")
+		if err != nil {
+			return nil, err
+		}
+		res.new1 = append(res.new1, t)
+		kill([]string{x})
+	}
+	r.progress("  new c=1: median %s (%s)", ms(res.new1.median()), res.new1.spread())
+	for _, c := range concs {
+		ids := make([]string, c)
+		for i := range ids {
+			ids[i] = id()
+		}
+		wall, err := parallel(c, func(i int) error { _, err := d.newSandbox(ids[i], ""); return err })
+		kill(ids)
+		if err != nil {
+			return nil, fmt.Errorf("new c=%d: %w", c, err)
+		}
+		res.newC[c] = wall
+		r.progress("  new c=%d: wall %s", c, ms(wall))
+	}
+	return res, r.treeSnapshots(d, id, res)
+}
+
+// treeSnapshots times snapshot (full, then delta), rollback and new
+// from= on one sandbox.
+func (r *run) treeSnapshots(d *daemon, id func() string, res *treeResult) error {
+	x := id()
+	if _, err := d.newSandbox(x, ""); err != nil {
+		return err
+	}
+	ctl, errf := "sandboxes/"+x+"/ctl", "sandboxes/"+x+"/err"
+	var err error
+	if res.snapFull, err = d.ctl(ctl, "snapshot s1", errf); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if res.snapD, err = d.ctl(ctl, "snapshot s2", errf); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if res.rollback, err = d.ctl(ctl, "rollback s1", errf); err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	y := id()
+	if res.from1, err = d.ctl("ctl", "new "+y+" from=s1", "err"); err != nil {
+		return fmt.Errorf("new from=s1: %w", err)
+	}
+	r.progress("  snapshot full %s, delta %s, rollback %s, new from= %s", ms(res.snapFull), ms(res.snapD), ms(res.rollback), ms(res.from1))
+	return nil
+}
+
+// treeTable is the table of the daemon's figures.
+func treeTable(t *treeResult) *table {
+	tb := &table{title: "Through the tree (sandfs serve, jailed VMMs, 256 MiB guests): each figure is one ctl write, returning when done",
+		head: []string{"operation", "time", "per sandbox"}}
+	tb.add("first `new template=base` (cold boot, template snapshot, restore)", ms(t.first), "")
+	tb.add("`new template=base`, c=1 (median)", ms(t.new1.median()), t.new1.spread()+" ms")
+	for _, c := range t.concs {
+		tb.add(fmt.Sprintf("`new template=base`, c=%d (wall)", c), ms(t.newC[c]), ms(t.newC[c]/time.Duration(c)))
+	}
+	tb.add("`snapshot s1` of a running sandbox (its first: full)", ms(t.snapFull), "")
+	tb.add("`snapshot s2` (delta over s1)", ms(t.snapD), "")
+	tb.add("`rollback s1`", ms(t.rollback), "")
+	tb.add("`new from=s1`", ms(t.from1), "")
+	tb.notes = append(tb.notes, "A `new` returns once the sandbox runs and its agent took the host's entropy, hostname and clock (docs/snapshots.md).")
+	return tb
+}
