@@ -16,14 +16,17 @@ import (
 // treeResult is what the daemon's tree measured: every figure is a write
 // to a ctl file that returns once the operation is done.
 type treeResult struct {
-	first    time.Duration // the first new of the shape: builds the template snapshot
-	new1     sample        // new template=base, one at a time
-	newC     map[int]time.Duration
-	concs    []int
-	snapFull time.Duration // snapshot s1 of a running sandbox (the machine's first: full)
-	snapD    time.Duration // snapshot s2 (a delta over s1)
-	rollback time.Duration // rollback s1
-	from1    time.Duration // new from=s1
+	first            time.Duration // the first new of the shape: builds the template snapshot
+	new1             sample        // new template=base, one at a time
+	newC             map[int]time.Duration
+	concs            []int
+	snapFull         time.Duration // snapshot s1 of a running sandbox (the machine's first: full)
+	snapD            time.Duration // snapshot s2 (a delta over s1)
+	rollback         time.Duration // rollback s1
+	from1            time.Duration // new from=s1
+	clone1           time.Duration // clone (one)
+	cloneN           time.Duration // clone cloneNum concurrency=cloneC
+	cloneNum, cloneC int
 }
 
 // daemon is `sandfs serve` (this binary) on a state directory of the
@@ -167,7 +170,36 @@ func (r *run) treeSnapshots(d *daemon, id func() string, res *treeResult) error 
 		return fmt.Errorf("new from=s1: %w", err)
 	}
 	r.progress("  snapshot full %s, delta %s, rollback %s, new from= %s", ms(res.snapFull), ms(res.snapD), ms(res.rollback), ms(res.from1))
-	return nil
+	keep := map[string]bool{x: true}
+	killOthers := func() error {
+		ents, err := d.c.ReadDir("sandboxes")
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, e := range ents {
+			if !keep[e.Name] {
+				ids = append(ids, e.Name)
+			}
+		}
+		parallel(len(ids), func(i int) error { return d.c.Kill(ids[i]) })
+		return nil
+	}
+	if err := killOthers(); err != nil {
+		return err
+	}
+	if res.clone1, err = d.ctl(ctl, "clone", errf); err != nil {
+		return fmt.Errorf("clone: %w", err)
+	}
+	if err := killOthers(); err != nil {
+		return err
+	}
+	res.cloneNum, res.cloneC = 20, 10
+	if res.cloneN, err = d.ctl(ctl, fmt.Sprintf("clone %d concurrency=%d", res.cloneNum, res.cloneC), errf); err != nil {
+		return fmt.Errorf("clone %d: %w", res.cloneNum, err)
+	}
+	r.progress("  clone %s, clone %d concurrency=%d %s", ms(res.clone1), res.cloneNum, res.cloneC, ms(res.cloneN))
+	return killOthers()
 }
 
 // treeTable is the table of the daemon's figures.
@@ -183,6 +215,8 @@ func treeTable(t *treeResult) *table {
 	tb.add("`snapshot s2` (delta over s1)", ms(t.snapD), "")
 	tb.add("`rollback s1`", ms(t.rollback), "")
 	tb.add("`new from=s1`", ms(t.from1), "")
+	tb.add("`clone` (a snapshot, then one new from it)", ms(t.clone1), "")
+	tb.add(fmt.Sprintf("`clone %d concurrency=%d` (wall)", t.cloneNum, t.cloneC), ms(t.cloneN), ms(t.cloneN/time.Duration(max(1, t.cloneNum))))
 	tb.notes = append(tb.notes, "A `new` returns once the sandbox runs and its agent took the host's entropy, hostname and clock (docs/snapshots.md).")
 	return tb
 }
