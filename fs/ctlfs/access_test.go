@@ -66,6 +66,16 @@ var attacks = []struct {
 	{"outsider", "exec", "write", "sandboxes/victim-TRANSPORT/exec", "echo pwned", "EACCES"},
 	{"outsider", "new", "write", "ctl", "new evil", "EACCES"},
 	{"outsider", "clone", "open", "clone", "", "EACCES"},
+	// The victim's snapshot vsnap-TRANSPORT: its name is listed, nothing
+	// more.
+	{"outsider", "list-snapshots", "list", "snapshots", "", "ok"},
+	{"outsider", "snap-info", "read", "snapshots/vsnap-TRANSPORT/info", "", "EACCES"},
+	{"outsider", "snap-list", "list", "snapshots/vsnap-TRANSPORT", "", "EACCES"},
+	{"outsider", "sandbox-snaps", "list", "sandboxes/victim-TRANSPORT/snapshots", "", "EACCES"},
+	{"outsider", "snap-info-via-sandbox", "read", "sandboxes/victim-TRANSPORT/snapshots/vsnap-TRANSPORT/info", "", "EACCES"},
+	{"outsider", "snap-rm", "write", "snapshots/vsnap-TRANSPORT/ctl", "rm", "EACCES"},
+	{"outsider", "snapshot", "write", "sandboxes/victim-TRANSPORT/ctl", "snapshot mine", "EACCES"},
+	{"outsider", "rollback", "write", "sandboxes/victim-TRANSPORT/ctl", "rollback vsnap-TRANSPORT", "EACCES"},
 	{"outsider", "kill", "write", "sandboxes/victim-TRANSPORT/ctl", "kill", "EACCES"},
 	// A member of the creators' group creates its own sandbox and uses
 	// it, and still cannot touch the victim's.
@@ -76,6 +86,9 @@ var attacks = []struct {
 	{"member", "kill", "write", "sandboxes/victim-TRANSPORT/ctl", "kill", "EACCES"},
 	{"member", "kill-by-id", "write", "ctl", "kill victim-TRANSPORT", "EPERM"},
 	{"member", "rm-by-id", "write", "ctl", "rm victim-TRANSPORT", "EPERM"},
+	{"member", "new-from-victims", "write", "ctl", "new stolen-TRANSPORT from=vsnap-TRANSPORT", "EPERM"},
+	{"member", "clone", "write", "sandboxes/victim-TRANSPORT/ctl", "clone 2", "EACCES"},
+	{"member", "snap-rm", "write", "snapshots/vsnap-TRANSPORT/ctl", "rm", "EACCES"},
 }
 
 // TestAttackOtherUser: an unprivileged uid writes ctl files and reads
@@ -171,6 +184,9 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *ctlfs.T
 	if _, err := p.Ctl(cred.With(context.Background(), victim), []byte("new "+id)); err != nil {
 		t.Fatal(err)
 	}
+	if err := vsbCtl(p, id, "snapshot vsnap-"+transport); err != nil {
+		t.Fatal(err)
+	}
 	agentRoot := rt.agent(id).root
 	const secret = "the victim's secret\n"
 	if err := os.WriteFile(filepath.Join(agentRoot, "secret"), []byte(secret), 0o644); err != nil {
@@ -207,6 +223,9 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *ctlfs.T
 	if _, err := os.Lstat(filepath.Join(agentRoot, "planted")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("planted file in the victim's fs/: %v", err)
 	}
+	if si, err := p.LookupSnapshot("vsnap-" + transport); err != nil || len(p.Snapshots()) != map[string]int{"fuse": 1, "9p": 2}[transport] {
+		t.Errorf("victim's snapshot: %+v, %v; snapshots %v; want it, and no other", si, err, p.Snapshots())
+	}
 	if mine, err := p.Lookup("mine-" + transport); err != nil || mine.Owner() != member.Owner() {
 		t.Errorf("the member's sandbox: %v; want it, owned by %+v", err, member.Owner())
 	}
@@ -230,6 +249,15 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *ctlfs.T
 	if n, err := h.Read(vctx, b, 0); err != nil || string(b[:n]) != secret {
 		t.Errorf("victim: read its fs/secret = %q, %v", b[:n], err)
 	}
+}
+
+// vsbCtl writes m to sandbox id's ctl as the victim.
+func vsbCtl(p *ctl.Plane, id, m string) error {
+	sb, err := p.Lookup(id)
+	if err != nil {
+		return err
+	}
+	return sb.Ctl(cred.With(context.Background(), victim), []byte(m))
 }
 
 // runAttacker runs the attacks of who as a process with cred's uid and

@@ -136,6 +136,11 @@ func (r *agentRuntime) Start(ctx context.Context, s ctl.Spec) (ctl.Machine, erro
 	return &agentMachine{fakeMachine: newFakeMachine(), a: a, console: console}, nil
 }
 
+// Restore implements ctl.SnapshotRestorer: a machine as Start makes.
+func (r *agentRuntime) Restore(ctx context.Context, s ctl.Spec, from ctl.SnapshotRef) (ctl.Machine, error) {
+	return r.Start(ctx, s)
+}
+
 func (r *agentRuntime) agent(id string) *testAgent {
 	r.mu.Lock()
 	defer r.mu.Unlock()

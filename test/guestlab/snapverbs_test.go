@@ -122,7 +122,16 @@ func TestSnapshotRollback(t *testing.T) {
 			}
 		}
 	}
-	if ls := strings.Fields(d.mustSh(t, "ls snapshots")); len(ls) != 3 {
-		t.Errorf("snapshots after clone %q; want s1, s2 and the clone's", ls)
+	ls := strings.Fields(d.mustSh(t, "ls sandboxes/b/snapshots"))
+	if len(ls) != 1 {
+		t.Fatalf("b's snapshots after clone %q; want the clone's", ls)
+	}
+	if got := info(ls[0]); !strings.Contains(got, " sandbox=b parent=s2 ") || !strings.HasSuffix(got, " kind=delta") {
+		t.Errorf("the clone's snapshot %q; want a delta of b over s2 (b was restored from it)", got)
+	}
+	for _, l := range strings.Split(d.log.String(), "\n") {
+		if strings.Contains(l, "snapshot taken") || strings.Contains(l, "restored from snapshot") {
+			t.Log("daemon: " + l)
+		}
 	}
 }
