@@ -199,6 +199,6 @@
 //
 // proc.mu before procTable.mu (free removes the slot from the table while
 // holding its proc.mu); proc.mu before reaper.mu (start forks under both);
-// the reaper calls exit callbacks after dropping reaper.mu. fsHandle.mu
+// the reaper calls exit callbacks after dropping reaper.mu. sfs.FDHandle.mu
 // and Server.mu are leaves.
 package guest

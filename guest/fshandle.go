@@ -2,7 +2,6 @@ package guest
 
 import (
 	"context"
-	"sync"
 	"syscall"
 	"time"
 
@@ -11,15 +10,10 @@ import (
 	sfs "sandfs/fs"
 )
 
-// openFlags keeps the open(2) flags a client may choose.
-func openFlags(f sfs.OpenFlags) int {
-	return int(f) & (unix.O_ACCMODE | unix.O_TRUNC | unix.O_APPEND | unix.O_DSYNC | unix.O_SYNC | unix.O_NOATIME)
-}
-
 // Open implements sfs.Opener. A named pipe is opened non-blocking, so
 // that an open never blocks the server.
 func (f *fsFile) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
-	of := openFlags(flags) | unix.O_NOCTTY
+	of := sfs.HostOpenFlags(flags) | unix.O_NOCTTY
 	if f.st.Mode&unix.S_IFMT == unix.S_IFIFO {
 		of |= unix.O_NONBLOCK
 	}
@@ -27,63 +21,7 @@ func (f *fsFile) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error
 	if err != nil {
 		return nil, err
 	}
-	return &fsHandle{fd: fd}, nil
-}
-
-// fsHandle is an open file of fs/: its descriptor.
-type fsHandle struct {
-	mu sync.RWMutex // Close takes it for writing; the others for reading
-	fd int          // -1 once closed; guarded by mu
-}
-
-var _ sfs.Syncer = (*fsHandle)(nil)
-
-// Read implements sfs.Handle.Read: pread(2), read(2) where there is no
-// offset (a pipe, a device).
-func (h *fsHandle) Read(_ context.Context, p []byte, off int64) (int, error) {
-	return h.io(p, off, unix.Pread, unix.Read)
-}
-
-// Write implements sfs.Handle.Write: pwrite(2), or write(2).
-func (h *fsHandle) Write(_ context.Context, p []byte, off int64) (int, error) {
-	return h.io(p, off, unix.Pwrite, unix.Write)
-}
-
-// io runs the positioned call at, or the plain one where the descriptor
-// has no offset (ESPIPE), on the open descriptor.
-func (h *fsHandle) io(p []byte, off int64, at func(int, []byte, int64) (int, error), plain func(int, []byte) (int, error)) (int, error) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.fd < 0 {
-		return 0, syscall.EBADF
-	}
-	n, err := at(h.fd, p, off)
-	if err == unix.ESPIPE {
-		n, err = plain(h.fd, p)
-	}
-	return max(n, 0), err
-}
-
-// Sync implements sfs.Syncer.
-func (h *fsHandle) Sync(context.Context) error {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.fd < 0 {
-		return syscall.EBADF
-	}
-	return unix.Fsync(h.fd)
-}
-
-// Close implements sfs.Handle.Close.
-func (h *fsHandle) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.fd < 0 {
-		return nil
-	}
-	err := unix.Close(h.fd)
-	h.fd = -1
-	return err
+	return sfs.NewFDHandle(fd), nil
 }
 
 // Truncate implements sfs.Truncater, through the node's own inode.

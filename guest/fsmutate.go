@@ -33,7 +33,7 @@ func (d *fsDir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm
 		ofd  = -1
 	)
 	err := d.inDir(name, func(dirfd int) error {
-		fd, err := unix.Openat(dirfd, name, openFlags(flags)|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, sfs.UnixMode(perm)&0o7777)
+		fd, err := unix.Openat(dirfd, name, sfs.HostOpenFlags(flags)|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, sfs.UnixMode(perm)&0o7777)
 		if err != nil {
 			return err
 		}
@@ -52,7 +52,7 @@ func (d *fsDir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm
 	if err != nil {
 		return nil, nil, err
 	}
-	return node, &fsHandle{fd: ofd}, nil
+	return node, sfs.NewFDHandle(ofd), nil
 }
 
 // Mkdir implements sfs.Mkdirer.

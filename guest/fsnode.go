@@ -1,14 +1,12 @@
 package guest
 
 import (
-	"bytes"
 	"context"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -207,44 +205,10 @@ func (d *fsDir) List(context.Context) ([]sfs.Dirent, error) {
 	var out []sfs.Dirent
 	err := d.t.with(d.path, unix.O_RDONLY|unix.O_DIRECTORY, func(fd int) error {
 		var err error
-		out, err = readDirents(fd)
+		out, err = sfs.ReadDirents(fd)
 		return err
 	})
 	return out, err
-}
-
-// readDirents lists the directory open on fd with getdents64(2).
-func readDirents(fd int) ([]sfs.Dirent, error) {
-	out := []sfs.Dirent{}
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return out, nil
-		}
-		for b := buf[:n]; len(b) >= 19; {
-			// struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
-			ino := *(*uint64)(unsafe.Pointer(&b[0]))
-			reclen := int(*(*uint16)(unsafe.Pointer(&b[16])))
-			if reclen < 19 || reclen > len(b) {
-				return nil, syscall.EIO
-			}
-			typ, name := b[18], b[19:reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			b = b[reclen:]
-			if s := string(name); s != "." && s != ".." {
-				out = append(out, sfs.Dirent{Name: s, Mode: sfs.ModeOfUnix(uint32(typ) << 12), Ino: ino})
-			}
-		}
-	}
 }
 
 // Readlink implements sfs.Readlinker.

@@ -1,0 +1,218 @@
+package world
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// copyChunk is how much of a file a copy-up copies per call.
+const copyChunk = 1 << 20
+
+// copyUp makes sure path is in the upper, copying it up from the lower
+// (with its data unless data is false: an O_TRUNC open) and its parent
+// directories too. A regular file's data is streamed into an unnamed
+// file (O_TMPFILE) in its upper directory with only layers held for
+// reading, then linked into place under mu; two copy-ups of one path
+// share the first's work. Called with layers held for reading.
+func (w *World) copyUp(path string, data bool) error {
+	for {
+		w.mu.Lock()
+		l, err := w.resolve(path)
+		if err != nil || l.up {
+			w.mu.Unlock()
+			return err
+		}
+		if l.isDir() {
+			_, err := w.upperDirs(path)
+			w.mu.Unlock()
+			return err
+		}
+		if done := w.inflight[path]; done != nil {
+			w.mu.Unlock()
+			<-done
+			continue
+		}
+		dir, _ := split(path)
+		if _, err := w.upperDirs(dir); err != nil {
+			w.mu.Unlock()
+			return err
+		}
+		if !isReg(&l.ls) {
+			err := w.copySpecial(path, &l.ls)
+			w.mu.Unlock()
+			return err
+		}
+		done := make(chan struct{})
+		w.inflight[path] = done
+		w.mu.Unlock()
+
+		err = w.copyFile(path, &l.ls, data)
+		w.mu.Lock()
+		delete(w.inflight, path)
+		close(done)
+		w.mu.Unlock()
+		return err
+	}
+}
+
+// upperDirs makes sure the directory path is in the upper, copying up
+// it and its ancestors (mode, owner, times, never data). Called with mu
+// held.
+func (w *World) upperDirs(path string) (loc, error) {
+	l, err := w.rootLoc()
+	if err != nil || path == "" {
+		return l, err
+	}
+	cur := ""
+	for _, name := range splitPath(path) {
+		c, err := w.child(&l, cur, name)
+		switch {
+		case err != nil:
+			return c, err
+		case !c.exists():
+			return c, syscall.ENOENT
+		case !c.isDir():
+			return c, syscall.ENOTDIR
+		}
+		next := join(cur, name)
+		if !c.up {
+			if err := w.copyDir(next, &c.ls); err != nil {
+				return c, err
+			}
+			if c.us, err = lstatAt(w.upper, next); err != nil {
+				return c, err
+			}
+			c.up = true
+		}
+		l, cur = c, next
+	}
+	return l, nil
+}
+
+// copyDir makes the directory path in the upper with st's attributes.
+func (w *World) copyDir(path string, st *unix.Stat_t) error {
+	err := inParent(w.upper, path, func(dirfd int, name string) error {
+		return unix.Mkdirat(dirfd, name, 0o700)
+	})
+	if err != nil {
+		return err
+	}
+	return withAt(w.upper, path, unix.O_PATH|unix.O_DIRECTORY, func(fd int) error { return copyAttrs(fd, st) })
+}
+
+// copySpecial copies up a symbolic link, device, pipe or socket: no data
+// to stream, so all under mu.
+func (w *World) copySpecial(path string, st *unix.Stat_t) error {
+	var target string
+	if isLink(st) {
+		var err error
+		if target, err = readlinkAt(w.lower, path); err != nil {
+			return err
+		}
+	}
+	err := inParent(w.upper, path, func(dirfd int, name string) error {
+		if isLink(st) {
+			return unix.Symlinkat(target, dirfd, name)
+		}
+		return unix.Mknodat(dirfd, name, st.Mode, int(st.Rdev))
+	})
+	if err != nil {
+		return err
+	}
+	return w.copiedUp(path, st)
+}
+
+// copiedUp records path's base and its upper copy's lower inode, and
+// gives the copy st's attributes.
+func (w *World) copiedUp(path string, st *unix.Stat_t) error {
+	return withAt(w.upper, path, unix.O_PATH, func(fd int) error {
+		var us unix.Stat_t
+		if err := fstat(fd, &us); err != nil {
+			return err
+		}
+		if err := copyAttrs(fd, st); err != nil {
+			return err
+		}
+		if err := w.meta.setIno(us.Ino, st.Ino); err != nil {
+			return err
+		}
+		return w.meta.setBase(path, identOf(st))
+	})
+}
+
+// copyFile streams the lower's regular file path into an unnamed upper
+// file, then (under mu, if path is still the lower's file) links it in.
+func (w *World) copyFile(path string, st *unix.Stat_t, data bool) error {
+	dir, name := split(path)
+	tmp, err := openAt(w.upper, dir, unix.O_TMPFILE|unix.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tmp)
+	if data {
+		if err := w.copyData(path, tmp, st.Size); err != nil {
+			return err
+		}
+	}
+	if err := copyAttrs(tmp, st); err != nil {
+		return err
+	}
+	var us unix.Stat_t
+	if err := fstat(tmp, &us); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l, err := w.resolve(path)
+	switch {
+	case err != nil:
+		return err
+	case l.up:
+		return nil // made meanwhile (a create over a whiteout): that one wins
+	case l.ls.Ino != st.Ino || l.ls.Dev != st.Dev:
+		return syscall.EAGAIN // the lower's file was replaced meanwhile
+	}
+	err = withAt(w.upper, dir, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
+		return unix.Linkat(unix.AT_FDCWD, procPath(tmp), dirfd, name, unix.AT_SYMLINK_FOLLOW)
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.meta.setIno(us.Ino, st.Ino); err != nil {
+		return err
+	}
+	return w.meta.setBase(path, identOf(st))
+}
+
+// copyData copies the lower's path (of size bytes) into dst.
+func (w *World) copyData(path string, dst int, size int64) error {
+	src, err := openAt(w.lower, path, unix.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(src)
+	w.copyTotal.Add(size)
+	var done int64
+	defer func() { w.copyTotal.Add(-size); w.copyDone.Add(-done) }()
+	return copyRange(src, dst, func(n int) {
+		done += int64(n)
+		w.copyDone.Add(int64(n))
+		if w.copyHook != nil {
+			w.copyHook()
+		}
+	})
+}
+
+func splitPath(path string) []string {
+	if path == "" {
+		return nil
+	}
+	var out []string
+	for path != "" {
+		dir, name := split(path)
+		out = append([]string{name}, out...)
+		path = dir
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package world
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl/cred"
+	"sandfs/fs/ninep"
+)
+
+// TestEscape: symbolic links and ".." cannot reach outside the world,
+// and failed attempts change nothing.
+func TestEscape(t *testing.T) {
+	lower := newLower(t)
+	outside := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o644))
+	must(t, os.Symlink(outside, filepath.Join(lower, "esc")))
+	must(t, os.Symlink("..", filepath.Join(lower, "up")))
+	w := openWorld(t, lower, Overlay)
+	tg := nodes(t, w)
+	for _, p := range []string{"esc/secret", "up/a.txt", "../a.txt", "up/../a.txt"} {
+		if s, err := tg.read(p); err == nil {
+			t.Errorf("read %s = %q, want an error", p, s)
+		}
+		if err := tg.write(p, "pwned"); err == nil {
+			t.Errorf("write %s succeeded", p)
+		}
+	}
+	if _, err := tg.read("esc"); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("open of a link: %v, want ELOOP", err)
+	}
+	if err := tg.write("link", "through"); err == nil {
+		t.Error("write through a link succeeded")
+	}
+	for _, name := range []string{"..", ".", "dir/b.txt", "", ".wh.a.txt"} {
+		if n, err := tg.root.Lookup(bg, name); err == nil {
+			t.Errorf("lookup %q = %v", name, n)
+		}
+	}
+	d, err := tg.walk("dir")
+	must(t, err)
+	for _, name := range []string{"..", "../a.txt", "x/y"} {
+		if err := d.(*Dir).Rename(bg, "b.txt", tg.root, name); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("rename to %q: %v, want EINVAL", name, err)
+		}
+	}
+	// A lower directory swapped for a link after the world was made.
+	must(t, os.Rename(filepath.Join(lower, "dir"), filepath.Join(lower, "dir.old")))
+	must(t, os.Symlink(outside, filepath.Join(lower, "dir")))
+	if s, err := tg.read("dir/secret"); err == nil {
+		t.Errorf("read through a swapped dir = %q", s)
+	}
+	wantDisk(t, filepath.Join(outside, "secret"), "s")
+	wantDisk(t, filepath.Join(lower, "a.txt"), "alpha")
+	if d := diffText(t, w); d != "" {
+		t.Errorf("diff after refused attempts: %q", d)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("outside holds %v", ents)
+	}
+}
+
+// TestCopyUpDoesNotBlock: while a large file is being copied up, other
+// operations on the world go on.
+func TestCopyUpDoesNotBlock(t *testing.T) {
+	lower := newLower(t)
+	big := make([]byte, 4*copyChunk+17)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	must(t, os.WriteFile(filepath.Join(lower, "big.bin"), big, 0o600))
+	w := openWorld(t, lower, Overlay)
+	tg := nodes(t, w)
+	started, release := make(chan struct{}), make(chan struct{})
+	first := true
+	w.copyHook = func() {
+		if first {
+			first = false
+			close(started)
+			<-release
+		}
+	}
+	done := make(chan error)
+	go func() { done <- tg.chmod("big.bin", 0o640) }()
+	<-started
+	if d, total := w.Copying(); d != copyChunk || total != int64(len(big)) {
+		t.Errorf("copying %d of %d, want %d of %d", d, total, copyChunk, len(big))
+	}
+	must(t, tg.write("other.txt", "meanwhile"))
+	wantFile(t, tg, "a.txt", "alpha")
+	must(t, tg.remove("del.txt"))
+	if _, err := tg.list(""); err != nil {
+		t.Error(err)
+	}
+	close(release)
+	must(t, <-done)
+	if d, total := w.Copying(); d != 0 || total != 0 {
+		t.Errorf("after: copying %d of %d", d, total)
+	}
+	wantDisk(t, filepath.Join(w.Upper(), "big.bin"), string(big))
+}
+
+// TestNinep: the union served by the 9P server, used by the p9 client.
+func TestNinep(t *testing.T) {
+	lower := newLower(t)
+	w := openWorld(t, lower, Overlay)
+	root, err := w.Root()
+	must(t, err)
+	sc, cc := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ninep.NewServer(root, nil).ServeConnAs(ctx, sc, cred.Self())
+	cl, err := ninep.NewClient(cc, 256<<10)
+	must(t, err)
+	defer cl.Close()
+	r, err := cl.Attach("/")
+	must(t, err)
+	_, f, err := r.Walk([]string{"dir", "b.txt"})
+	must(t, err)
+	_, _, err = f.Open(p9.ReadWrite)
+	must(t, err)
+	buf := make([]byte, 16)
+	if n, err := f.ReadAt(buf, 0); string(buf[:n]) != "beta" {
+		t.Errorf("read %q, %v", buf[:n], err)
+	}
+	_, err = f.WriteAt([]byte("BE"), 0)
+	must(t, err)
+	f.Close()
+	_, d, err := r.Walk([]string{"dir"})
+	must(t, err)
+	must(t, d.UnlinkAt("b.txt", 0))
+	wantDisk(t, filepath.Join(lower, "dir/b.txt"), "beta")
+	if got, want := diffText(t, w), "deleted dir/b.txt"; got != want {
+		t.Errorf("diff %q, want %q", got, want)
+	}
+}

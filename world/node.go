@@ -1,0 +1,272 @@
+package world
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/cred"
+	sfs "sandfs/fs"
+)
+
+// node is a path of the union and what it was when it was found; the
+// first Stat (the adapter's, right after the lookup) uses that, later
+// ones and every change resolve the path again.
+type node struct {
+	w    *World
+	path string // "" for the root
+	l    loc
+	used atomic.Bool
+}
+
+// Dir is a directory of the union, File any other file but a symbolic
+// link, Link a symbolic link.
+type (
+	Dir  struct{ node }
+	File struct{ node }
+	Link struct{ node }
+)
+
+var (
+	_ sfs.Dir        = (*Dir)(nil)
+	_ sfs.Creator    = (*Dir)(nil)
+	_ sfs.Mkdirer    = (*Dir)(nil)
+	_ sfs.Remover    = (*Dir)(nil)
+	_ sfs.Renamer    = (*Dir)(nil)
+	_ sfs.Linker     = (*Dir)(nil)
+	_ sfs.Symlinker  = (*Dir)(nil)
+	_ sfs.Setattrer  = (*Dir)(nil)
+	_ sfs.StatFSer   = (*Dir)(nil)
+	_ sfs.Opener     = (*File)(nil)
+	_ sfs.Truncater  = (*File)(nil)
+	_ sfs.Setattrer  = (*File)(nil)
+	_ sfs.Readlinker = (*Link)(nil)
+	_ sfs.Opener     = (*Link)(nil)
+	_ sfs.Setattrer  = (*Link)(nil)
+)
+
+// Root returns the union's root directory.
+func (w *World) Root() (sfs.Dir, error) {
+	w.layers.RLock()
+	defer w.layers.RUnlock()
+	l, err := w.rootLoc()
+	if err != nil {
+		return nil, err
+	}
+	return w.node("", l).(*Dir), nil
+}
+
+// node makes the node of path.
+func (w *World) node(path string, l loc) sfs.Node {
+	switch {
+	case l.isDir():
+		return &Dir{node{w: w, path: path, l: l}}
+	case isLink(l.st()):
+		return &Link{node{w: w, path: path, l: l}}
+	}
+	return &File{node{w: w, path: path, l: l}}
+}
+
+// Stat implements sfs.Node.Stat: the entry's own owner, mode and times;
+// its inode number is stable across copy-up (World.ino).
+func (n *node) Stat(context.Context) (sfs.Attr, error) {
+	l := n.l
+	if n.used.Swap(true) {
+		var err error
+		if l, err = n.w.locate(n.path); err != nil {
+			return sfs.Attr{}, err
+		}
+	}
+	st := l.st()
+	return sfs.Attr{
+		Mode:  sfs.ModeOfUnix(st.Mode),
+		Size:  st.Size,
+		Mtime: time.Unix(st.Mtim.Unix()),
+		Owner: &cred.Owner{UID: st.Uid, GID: st.Gid},
+		Ino:   n.w.ino(&l), Nlink: st.Nlink, Rdev: st.Rdev, Blocks: st.Blocks,
+		Atime: time.Unix(st.Atim.Unix()), Ctime: time.Unix(st.Ctim.Unix()),
+	}, nil
+}
+
+// locate resolves path with the layers held for reading.
+func (w *World) locate(path string) (loc, error) {
+	w.layers.RLock()
+	defer w.layers.RUnlock()
+	return w.resolve(path)
+}
+
+// StatFS implements sfs.StatFSer: the upper's file system, where
+// changes go.
+func (n *node) StatFS(context.Context) (sfs.FSStat, error) {
+	n.w.layers.RLock()
+	defer n.w.layers.RUnlock()
+	var s unix.Statfs_t
+	if err := unix.Fstatfs(n.w.upper, &s); err != nil {
+		return sfs.FSStat{}, err
+	}
+	return sfs.FSStat{
+		Type: uint32(s.Type), BlockSize: uint32(s.Bsize), Blocks: s.Blocks, BlocksFree: s.Bfree,
+		BlocksAv: s.Bavail, Files: s.Files, FilesFree: s.Ffree,
+		FSID: uint64(uint32(s.Fsid.Val[0])) | uint64(uint32(s.Fsid.Val[1]))<<32, NameLength: uint32(s.Namelen),
+	}, nil
+}
+
+// Lookup implements sfs.Dir.Lookup.
+func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
+	if err := checkName(name); err != nil {
+		return nil, syscall.ENOENT
+	}
+	d.w.layers.RLock()
+	defer d.w.layers.RUnlock()
+	p, err := d.w.resolve(d.path)
+	if err != nil {
+		return nil, err
+	}
+	if !p.isDir() {
+		return nil, syscall.ENOTDIR
+	}
+	c, err := d.w.child(&p, d.path, name)
+	if err != nil {
+		return nil, err
+	}
+	if !c.exists() {
+		return nil, syscall.ENOENT
+	}
+	return d.w.node(join(d.path, name), c), nil
+}
+
+// List implements sfs.Dir.List: the upper's entries and the lower's
+// that no upper entry or whiteout hides, sorted by name.
+func (d *Dir) List(context.Context) ([]sfs.Dirent, error) {
+	d.w.layers.RLock()
+	defer d.w.layers.RUnlock()
+	return d.w.list(d.path)
+}
+
+// list lists the union's directory path. Called with layers held.
+func (w *World) list(path string) ([]sfs.Dirent, error) {
+	l, err := w.resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	if !l.isDir() {
+		return nil, syscall.ENOTDIR
+	}
+	seen := map[string]bool{}
+	var out []sfs.Dirent
+	if l.up {
+		ups, err := listAt(w.upper, path)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ups {
+			if strings.HasPrefix(e.Name, whPrefix) {
+				seen[e.Name[len(whPrefix):]] = true
+				continue
+			}
+			seen[e.Name] = true
+			e.Ino = 0 // the upper's number is not the one Stat shows
+			out = append(out, e)
+		}
+	}
+	if l.lowerKids() {
+		lows, err := listAt(w.lower, path)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range lows {
+			if !seen[e.Name] && !strings.HasPrefix(e.Name, whPrefix) {
+				out = append(out, e)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b sfs.Dirent) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// listAt lists the directory path beneath root.
+func listAt(root int, path string) ([]sfs.Dirent, error) {
+	var out []sfs.Dirent
+	err := withAt(root, path, unix.O_RDONLY|unix.O_DIRECTORY, func(fd int) error {
+		var err error
+		out, err = sfs.ReadDirents(fd)
+		return err
+	})
+	return out, err
+}
+
+// Readlink implements sfs.Readlinker.
+func (l *Link) Readlink(context.Context) (string, error) {
+	w := l.w
+	w.layers.RLock()
+	defer w.layers.RUnlock()
+	loc, err := w.resolve(l.path)
+	if err != nil {
+		return "", err
+	}
+	return readlinkAt(w.layerOf(&loc), l.path)
+}
+
+// layerOf is the root descriptor of the layer l's entry is in.
+func (w *World) layerOf(l *loc) int {
+	if l.up {
+		return w.upper
+	}
+	return w.lower
+}
+
+func readlinkAt(root int, path string) (string, error) {
+	var s string
+	err := withAt(root, path, unix.O_PATH, func(fd int) error {
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(fd, "", buf)
+		s = string(buf[:max(n, 0)])
+		return err
+	})
+	return s, err
+}
+
+// Open implements sfs.Opener: a symbolic link is never followed.
+func (l *Link) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
+	return nil, syscall.ELOOP
+}
+
+// Open implements sfs.Opener: a read opens the entry where it is; a
+// write, or O_TRUNC, copies it up first (without its data for O_TRUNC)
+// and opens the upper's copy. A named pipe is opened non-blocking.
+func (f *File) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
+	w := f.w
+	of := sfs.HostOpenFlags(flags) | unix.O_NOCTTY
+	w.layers.RLock()
+	defer w.layers.RUnlock()
+	l, err := w.resolve(f.path)
+	if err != nil {
+		return nil, err
+	}
+	if l.isDir() {
+		return nil, syscall.EISDIR
+	}
+	if l.st().Mode&unix.S_IFMT == unix.S_IFIFO {
+		of |= unix.O_NONBLOCK
+	}
+	root := w.layerOf(&l)
+	if flags.Writable() || of&unix.O_TRUNC != 0 {
+		if err := w.writable(); err != nil {
+			return nil, err
+		}
+		if err := w.copyUp(f.path, of&unix.O_TRUNC == 0); err != nil {
+			return nil, err
+		}
+		root = w.upper
+	}
+	fd, err := openAt(root, f.path, of, 0)
+	if err != nil {
+		return nil, err
+	}
+	return sfs.NewFDHandle(fd), nil
+}

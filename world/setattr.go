@@ -1,0 +1,83 @@
+package world
+
+import (
+	"context"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	sfs "sandfs/fs"
+)
+
+// upperOf copies n up (a directory without its entries, a file with its
+// data unless data is false) and runs f on an O_PATH descriptor of its
+// upper copy.
+func (n *node) upperOf(data bool, f func(fd int) error) error {
+	w := n.w
+	if err := w.writable(); err != nil {
+		return err
+	}
+	w.layers.RLock()
+	defer w.layers.RUnlock()
+	l, err := w.resolve(n.path)
+	if err != nil {
+		return err
+	}
+	if l.isDir() {
+		w.mu.Lock()
+		_, err = w.upperDirs(n.path)
+		w.mu.Unlock()
+	} else {
+		err = w.copyUp(n.path, data)
+	}
+	if err != nil {
+		return err
+	}
+	return withAt(w.upper, n.path, unix.O_PATH, f)
+}
+
+// Truncate implements sfs.Truncater: a truncation to 0 copies no data.
+func (f *File) Truncate(_ context.Context, size int64) error {
+	if size < 0 {
+		return syscall.EINVAL
+	}
+	return f.upperOf(size > 0, func(fd int) error { return unix.Truncate(procPath(fd), size) })
+}
+
+// SetAttr implements sfs.Setattrer: mode, owner, then times, on the
+// upper's copy. A symbolic link has no mode of its own (EOPNOTSUPP) and
+// keeps its times.
+func (n *node) SetAttr(_ context.Context, c sfs.Change) error {
+	return n.upperOf(true, func(fd int) error {
+		var st unix.Stat_t
+		if err := fstat(fd, &st); err != nil {
+			return err
+		}
+		link := isLink(&st)
+		if c.Mode != nil {
+			if link {
+				return syscall.EOPNOTSUPP
+			}
+			if err := unix.Chmod(procPath(fd), sfs.UnixMode(*c.Mode)&0o7777); err != nil {
+				return err
+			}
+		}
+		if c.UID != nil || c.GID != nil {
+			uid, gid := -1, -1
+			if c.UID != nil {
+				uid = int(*c.UID)
+			}
+			if c.GID != nil {
+				gid = int(*c.GID)
+			}
+			if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return err
+			}
+		}
+		if (c.Atime == nil && c.Mtime == nil) || link {
+			return nil
+		}
+		ts := []unix.Timespec{timespec(c.Atime), timespec(c.Mtime)}
+		return unix.UtimesNanoAt(unix.AT_FDCWD, procPath(fd), ts, 0)
+	})
+}
