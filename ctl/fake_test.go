@@ -108,6 +108,7 @@ type fakeMachine struct {
 	last     string // the snapshot it last took or was restored from
 	snapFail error  // Snapshot fails with this
 	snapped  []bool // for each Snapshot: was it paused
+	base     string // a template snapshot's directory: the first snapshot is a delta over it
 }
 
 // Snapshot implements Snapshotter: a file "marker" holding m.marker; a
@@ -123,8 +124,11 @@ func (m *fakeMachine) Snapshot(ctx context.Context, dir, parent string) (Snapsho
 		return SnapshotStats{}, err
 	}
 	st := SnapshotStats{DataBytes: 4096, DiskBytes: 8192, Boot: "fake"}
-	if parent != "" && parent == m.last {
+	switch {
+	case parent != "" && parent == m.last:
 		st.Parent = parent
+	case m.base != "" && m.last == "":
+		st.Parent, st.Base = filepath.Base(m.base), m.base
 	}
 	m.last = filepath.Base(dir)
 	return st, nil

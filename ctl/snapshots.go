@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -36,6 +37,10 @@ type SnapshotStats struct {
 	Parent               string // the snapshot the delta is over, "" for a full one
 	DataBytes, DiskBytes uint64 // as in SnapshotInfo
 	Boot                 string // SnapshotInfo.Boot
+	// Base is set when the delta is over a snapshot the registry does
+	// not list (a template's, named "_..."): its directory, which the
+	// registry keeps beside the snapshot (snapBase) for restores.
+	Base string
 }
 
 // SnapshotRestorer is optionally implemented by a Runtime that can start
@@ -227,6 +232,12 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 	if err != nil {
 		p.st.snapDrop(dir)
 		return "", Errorf(Errno(err), "%s: %s", verb, errText(err))
+	}
+	if st.Base != "" {
+		if err := p.st.snapBase(st.Base); err != nil {
+			p.st.snapDrop(dir)
+			return "", Errorf(syscall.EIO, "%s: keeping the template snapshot %s: %v", verb, msg.Cite(filepath.Base(st.Base)), err)
+		}
 	}
 	c0 := s.cfg.Defaults()
 	info := SnapshotInfo{ID: id, Sandbox: s.id, Parent: st.Parent, Owner: s.owner, Created: created, Full: st.Parent == "",

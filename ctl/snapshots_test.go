@@ -333,3 +333,42 @@ func TestCloneVerb(t *testing.T) {
 	sdo(t, s, "kill")
 	wantErr(t, "clone of a dead sandbox", s.Ctl(ctx(t), []byte("clone")), syscall.EBUSY, "need running or paused")
 }
+
+// TestSnapshotOverTemplate: the first snapshot of a machine restored
+// from a template's snapshot is a delta over it; the registry keeps that
+// snapshot beside it, unlisted, across a restart.
+func TestSnapshotOverTemplate(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(t.TempDir(), "_base-256m1c-0123")
+	if err := os.Mkdir(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"meta", "mem"} {
+		if err := os.WriteFile(filepath.Join(base, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new box")
+	s := lookup(t, p, "box")
+	rt.machine("box").base = base
+	sdo(t, s, "snapshot s1")
+	sdo(t, s, "snapshot s2")
+	s1, _ := p.LookupSnapshot("s1")
+	s2, _ := p.LookupSnapshot("s2")
+	if s1.Parent != "_base-256m1c-0123" || s1.Full || !strings.Contains(s1.Line(), " parent=_base-256m1c-0123 ") || s2.Parent != "s1" {
+		t.Fatalf("s1 %+v, s2 %+v; want s1 over the template's snapshot, s2 over s1", s1, s2)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, snapsName, "_base-256m1c-0123", "mem")); err != nil || string(b) != "mem" {
+		t.Errorf("the template's snapshot in the registry: %q, %v", b, err)
+	}
+	p.Close()
+	p2, logs := openPlane(t, dir, rt)
+	if n := snapNames(p2); len(n) != 2 || strings.Contains(logs.String(), "corrupt") {
+		t.Errorf("after restart: snapshots %q, log %s; want s1, s2 and no complaint", n, logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, snapsName, "_base-256m1c-0123", "meta")); err != nil {
+		t.Errorf("the template's snapshot after restart: %v", err)
+	}
+}

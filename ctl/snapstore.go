@@ -15,6 +15,7 @@ import (
 
 	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
+	"sandfs/snapshot"
 )
 
 // The snapshot store:
@@ -25,6 +26,10 @@ import (
 //	                                        for the VMM meta, mem, rootfs.cow(.map)
 //	<stateDir>/snapshots/.tmp-<snap>-*/     a snapshot being written (<snap>/ inside)
 //	<stateDir>/snapshots/.rm-<snap>-*       a snapshot being removed
+//	<stateDir>/snapshots/_<template entry>/  a template's snapshot (meta, mem,
+//	                                        links of its cache entry's): the
+//	                                        parent of the first snapshot of a
+//	                                        sandbox restored from it; not listed
 //
 // A snapshot is taken into .tmp-<snap>-*/<snap>/ (the runtime's files, then
 // info.json), synced, then renamed to snapshots/<snap>: it is complete and
@@ -36,6 +41,7 @@ const (
 	snapInfo     = "info.json"
 	snapTmpMark  = ".tmp-"
 	snapGoneMark = ".rm-"
+	snapBaseMark = "_"
 )
 
 // SnapshotInfo is one snapshot as the registry knows it (its record).
@@ -83,12 +89,52 @@ func (si *SnapshotInfo) validate(name string) error {
 	switch {
 	case !ValidName(si.ID) || si.ID != name:
 		return fmt.Errorf("id %q does not match directory name", si.ID)
-	case !ValidName(si.Sandbox), si.Parent != "" && !ValidName(si.Parent), si.Full != (si.Parent == ""):
+	case !ValidName(si.Sandbox), si.Parent != "" && !ValidName(si.Parent) && !validBase(si.Parent), si.Full != (si.Parent == ""):
 		return fmt.Errorf("invalid sandbox or parent")
 	case si.Template != "" && !ValidName(si.Template), si.CPUs < 0 || si.CPUs > MaxCPUs, si.MemBytes > MaxMem:
 		return fmt.Errorf("invalid shape")
 	}
 	return nil
+}
+
+// validBase reports whether id names a template's snapshot: "_" and a
+// template cache key.
+func validBase(id string) bool {
+	return strings.HasPrefix(id, snapBaseMark) && len(id) <= 200 && !strings.ContainsAny(id, "/\x00") && !strings.HasPrefix(id, snapBaseMark+".")
+}
+
+// snapBase makes <snapshots>/<name of dir> (dir: a template's snapshot)
+// a sibling of the snapshots over it, once: links of its meta and mem,
+// written whole then renamed.
+func (st *store) snapBase(dir string) error {
+	id := filepath.Base(dir)
+	if !validBase(id) {
+		return fmt.Errorf("bad template snapshot name %q", id)
+	}
+	final := st.snapDir(id)
+	if _, err := os.Stat(final); err == nil {
+		return nil
+	}
+	d, err := st.snapTemp(id)
+	if err != nil {
+		return err
+	}
+	defer st.snapDrop(d)
+	for _, f := range []string{snapshot.MetaFile, snapshot.MemFile} {
+		if err := os.Link(filepath.Join(dir, f), filepath.Join(d, f)); err != nil {
+			return err
+		}
+	}
+	if err := syncTree(filepath.Dir(d)); err != nil {
+		return err
+	}
+	if err := os.Rename(d, final); err != nil {
+		if _, serr := os.Stat(final); serr == nil {
+			return nil // another snapshot kept it meanwhile
+		}
+		return err
+	}
+	return syncDir(st.snapsDir())
 }
 
 func (st *store) snapsDir() string { return filepath.Join(st.dir, snapsName) }
@@ -110,6 +156,9 @@ func (st *store) loadSnaps(log *slog.Logger) (infos []SnapshotInfo, bad []string
 	}
 	for _, e := range ents {
 		name, path := e.Name(), filepath.Join(dir, e.Name())
+		if strings.HasPrefix(name, snapBaseMark) {
+			continue // a template's snapshot (snapBase)
+		}
 		if strings.HasPrefix(name, snapTmpMark) || strings.HasPrefix(name, snapGoneMark) {
 			log.Info("removing an interrupted snapshot write or removal", "dir", path)
 			if err := os.RemoveAll(path); err != nil {

@@ -72,7 +72,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 		return nil, Errorf(syscall.EIO, "new: template %s: %v", msg.Cite(tmpl), err)
 	}
 	entry, built, err := r.templateCache().get(ctx, key, func(ctx context.Context, dir string) error {
-		return r.buildTemplate(ctx, s, dir)
+		return r.buildTemplate(ctx, s, dir, tmplSnapID(key))
 	})
 	if err != nil {
 		return nil, Errorf(Errno(err), "new: template %s snapshot: %s", msg.Cite(tmpl), errText(err))
@@ -93,13 +93,20 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	if err := copyLog(filepath.Join(s.Dir, "console"), filepath.Join(entry, entryConsole)); err != nil {
 		return nil, Errorf(syscall.EIO, "new: console: %v", err)
 	}
+	// The snapshot, linked into the VMM's own store: its first
+	// snapshot is a delta over it (vmmsnap.go).
+	id := tmplSnapID(key)
+	if err := linkChain(filepath.Join(work, workSnaps), filepath.Join(entry, id), cfg.Jail.UID); err != nil {
+		return nil, Errorf(syscall.EIO, "new: template snapshot: %v", err)
+	}
 	// cfg is s's, and the run directory is laid out: launch, not
 	// startFrom (which would stat the template and kernel and lay out
 	// the directory again).
-	vm, err := r.launch(ctx, s.ID, cfg, filepath.Join(entry, entrySnap))
+	vm, err := r.launch(ctx, s.ID, cfg, filepath.Join(work, workSnaps, id))
 	if err != nil {
 		return nil, err
 	}
+	vm.last, vm.base = id, filepath.Join(entry, id)
 	if err := refreshGuest(ctx, vm.uds, s.ID, time.Now); err != nil {
 		vm.p.Kill()
 		vm.p.Wait()
@@ -113,7 +120,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 // dir/r), waits for its agent, pauses it, saves a full snapshot and
 // stops it, then moves the snapshot and the disk layer it froze into
 // dir, owned by root and readable by every sandbox's VMM.
-func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir string) error {
+func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir, id string) error {
 	b := s
 	b.ID, b.Dir = "template", filepath.Join(dir, "r")
 	if err := os.Mkdir(b.Dir, 0o700); err != nil {
@@ -135,14 +142,14 @@ func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir string) erro
 		return err
 	}
 	work := WorkDir(b)
-	if err := vm.p.Save(ctx, filepath.Join(work, entrySnap)); err != nil {
+	if err := vm.p.Save(ctx, filepath.Join(work, id)); err != nil {
 		return err
 	}
 	if err := vm.Stop(ctx); err != nil { // writes the layer's map
 		return err
 	}
 	<-vm.Done()
-	for _, n := range []string{entrySnap, entryLayer, entryLayer + ".map"} {
+	for _, n := range []string{id, entryLayer, entryLayer + ".map"} {
 		if err := os.Rename(filepath.Join(work, n), filepath.Join(dir, n)); err != nil {
 			return err
 		}

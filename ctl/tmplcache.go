@@ -18,9 +18,9 @@ import (
 	"syscall"
 )
 
-// Names inside a cache entry.
+// Names inside a cache entry; its snapshot directory (meta, mem) is
+// tmplSnapID(key).
 const (
-	entrySnap    = "snap"       // the snapshot directory (meta, mem)
 	entryLayer   = "rootfs.cow" // the frozen disk layer (and its .map)
 	entryConsole = "console"    // the template's boot log
 )
@@ -41,8 +41,15 @@ func tmplKey(tmpl, image, kernel string, mem uint64, cpus int, cmdline string) (
 		fmt.Fprintf(h, "%s dev=%d ino=%d size=%d mtime=%d\n", p, st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano())
 	}
 	fmt.Fprintf(h, "mem=%d cpus=%d cmdline=%q\n", mem, cpus, cmdline)
+	fmt.Fprintf(h, "layout=2\n") // 2: the snapshot is _<key>/, not snap/
 	return fmt.Sprintf("%s-%dm%dc-%s", tmpl, mem>>20, cpus, hex.EncodeToString(h.Sum(nil)[:8])), nil
 }
+
+// tmplSnapID is the id of entry key's snapshot, and the name of its
+// directory: "_<key>", which no sandbox snapshot can have (ValidName),
+// since a sandbox's snapshots are deltas over it in the same stores
+// (vmmsnap.go).
+func tmplSnapID(key string) string { return "_" + key }
 
 // tmplCache is the set of entries under dir, and the builds under way.
 type tmplCache struct {

@@ -297,11 +297,12 @@ type vmmMachine struct {
 	boot    string // Boot: cold or restore
 	// For snapshots (vmmsnap.go): its work directory, the uid it runs
 	// as (0: not jailed), the host name its kernel command line gives,
-	// and the snapshot it last took or was restored from (its sandbox's
-	// op guards it).
+	// the snapshot it last took or was restored from (its sandbox's op
+	// guards it), and its template's snapshot.
 	work, host string
 	uid        int
 	last       string
+	base       string // the template snapshot it was restored from (its entry's _<key>), "" none
 }
 
 var (

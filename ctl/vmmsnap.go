@@ -44,9 +44,13 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	}
 	id := filepath.Base(dir)
 	store := filepath.Join(m.work, workSnaps)
-	over := ""
-	if parent != "" && parent == m.last {
+	over, base := "", ""
+	switch {
+	case parent != "" && parent == m.last:
 		over = filepath.Join(store, parent)
+	case m.base != "" && m.last == filepath.Base(m.base):
+		// Its first snapshot since the template restore.
+		over, base = filepath.Join(store, m.last), m.base
 	}
 	if err := m.p.Snapshot(ctx, filepath.Join(store, id), over); err != nil {
 		return SnapshotStats{}, err
@@ -70,14 +74,17 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	if err != nil {
 		return SnapshotStats{}, err
 	}
-	if s.Parent != "" && s.Parent != parent {
-		return SnapshotStats{}, Errorf(syscall.EIO, "the VMM wrote a delta over %s, not %s", msg.Cite(s.Parent), msg.Cite(parent))
+	if s.Parent != "" && s.Parent != filepath.Base(over) {
+		return SnapshotStats{}, Errorf(syscall.EIO, "the VMM wrote a delta over %s, not %s", msg.Cite(s.Parent), msg.Cite(filepath.Base(over)))
+	}
+	if s.Parent == "" {
+		base = ""
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(dir, entryLayer), &st); err != nil {
 		return SnapshotStats{}, err
 	}
-	return SnapshotStats{Parent: s.Parent, DataBytes: s.Pages() * snapshot.PageSize, DiskBytes: uint64(st.Blocks) * 512, Boot: m.host}, nil
+	return SnapshotStats{Parent: s.Parent, Base: base, DataBytes: s.Pages() * snapshot.PageSize, DiskBytes: uint64(st.Blocks) * 512, Boot: m.host}, nil
 }
 
 // importFile links rel, a file the VMM of uid wrote under its work

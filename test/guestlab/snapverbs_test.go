@@ -9,7 +9,8 @@ import (
 // TestSnapshotRollback (issue 11, the tree's snapshot verbs, real guests):
 // a file on disk, a counter in guest memory (/dev/shm) and a sleeping
 // process from before a snapshot are back after rollback, and what came
-// after is gone; a second snapshot is a delta; a snapshot outlives its
+// after is gone; the first snapshot is a delta over the template's, the
+// second a delta over the first; a snapshot outlives its
 // killed and removed sandbox and seeds a new one with that state; bad
 // input fails with errno and text in err and changes nothing.
 func TestSnapshotRollback(t *testing.T) {
@@ -37,8 +38,8 @@ func TestSnapshotRollback(t *testing.T) {
 	run("a", "echo before > /root/file; sync; echo 41 > /dev/shm/counter; setsid sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/pid")
 	pid := run("a", "cat /dev/shm/pid")
 	d.mustSh(t, "echo snapshot s1 > sandboxes/a/ctl")
-	if got := info("s1"); !strings.HasPrefix(got, "s1 sandbox=a parent=- ") || !strings.HasSuffix(got, " kind=full") {
-		t.Errorf("s1 info %q; want a full snapshot of a", got)
+	if got := info("s1"); !strings.HasPrefix(got, "s1 sandbox=a parent=_base-") || !strings.HasSuffix(got, " kind=delta") {
+		t.Errorf("s1 info %q; want a delta of a over its template's snapshot", got)
 	}
 	if st := d.mustSh(t, "cat sandboxes/a/ctl"); st != "a running\n" {
 		t.Errorf("a after snapshot: %q; want running", st)
