@@ -41,6 +41,7 @@ type handler struct {
 	sandbox func(s *Sandbox, ctx context.Context, c Command, v *Verb) error
 	reply   func(s *Sandbox, ctx context.Context, c Command, v *Verb) (reply string, err error) // a SandboxVerbs verb that replies
 	snap    func(p *Plane, ctx context.Context, c Command, v *Verb) error                       // SnapshotVerbs; c.Snap names it
+	world   func(p *Plane, ctx context.Context, c Command, v *Verb) (reply string, err error)   // WorldVerbs; c.World names it
 }
 
 // Command is a parsed and validated ctl message.
@@ -50,8 +51,9 @@ type Command struct {
 	Keys map[string]string // key=value arguments; nil if none
 
 	// Typed values, filled by the verb's checks.
-	ID   string // the sandbox named: `new [name]`, `kill <id>`, `rm <id>`
-	Snap string // the snapshot named: `snapshot [name]`, `rollback <snap>`, a snapshot's ctl
+	ID    string // the sandbox named: `new [name]`, `kill <id>`, `rm <id>`
+	Snap  string // the snapshot named: `snapshot [name]`, `rollback <snap>`, a snapshot's ctl
+	World string // the world named: `world <name>` on /ctl, a world's ctl
 	// clone [n] [concurrency=c]: how many, how many at a time.
 	Count, Concurrency int
 	Config             Config // settings given by `new` keys or by template/mem/cpus/timeout

@@ -49,6 +49,8 @@ type Plane struct {
 	watchers map[int]func(id string)
 	nextW    int
 	closed   bool
+
+	wr worldReg // the worlds (worlds.go), under their own lock
 }
 
 // Open opens (creating if needed) the state directory dir, takes its lock
@@ -89,6 +91,10 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 		snapBusy:  map[string]bool{},
 		snapPins:  map[string]int{},
 	}
+	if err := p.loadWorlds(); err != nil {
+		st.close()
+		return nil, err
+	}
 	for _, si := range snaps {
 		p.snaps[si.ID] = si
 	}
@@ -127,6 +133,7 @@ func (p *Plane) Close() error {
 	boxes := p.sortedLocked()
 	p.mu.Unlock()
 	p.cancel()
+	p.closeWorlds()
 	for _, s := range boxes {
 		// Barrier: an operation in progress finishes before the lock
 		// is released; later ones see closed and write nothing.

@@ -66,6 +66,101 @@ Errors: ENOENT no such sandbox; EPERM not the owner; EBUSY the sandbox is
 not dead (kill it first).`,
 		Run: handler{check: checkID, plane: (*Plane).ctlRm},
 	},
+	{
+		Name:  "world",
+		Usage: "world <name> lower=<host path> [mode=overlay|readonly|unsafe-rw]",
+		Min:   1, Max: 1,
+		Keys: []string{"lower", "mode"},
+		Doc: `Creates world name (same grammar as sandbox ids), listed in
+/worlds/<name>/: the host directory lower (an absolute path; its
+symbolic links are resolved once, here) seen through a private upper
+(docs/worlds.md). mode: overlay (the default: changes go to the upper),
+readonly (every change is EROFS), unsafe-rw (changes go straight into
+the lower; no diff, nothing to apply). The world belongs to the writer's
+uid, who must be able to read lower (search on each directory above it,
+read and search on it); it survives a daemon restart until rm on its
+ctl. Reading the same open gives its name.
+Errors: EINVAL bad name, mode or lower= missing or relative; EEXIST a
+world called name exists; ENOENT, ENOTDIR lower does not exist or is no
+directory; EACCES the writer may not read lower; EIO the world's files
+could not be made (nothing is listed).`,
+		Run: handler{check: checkWorld, plane: (*Plane).ctlWorld},
+	},
+}
+
+// WorldVerbs are the verbs of /worlds/<w>/ctl. They are allowed to the
+// world's owner and root (EPERM otherwise); a failure's text goes to
+// /err. docs/worlds.md describes the model.
+var WorldVerbs = Table{
+	{
+		Name:  "apply",
+		Usage: "apply [force]",
+		Min:   0, Max: 1,
+		Doc: `Writes the world's changes (its diff) into the lower, then removes them
+from the upper. Without force it first refuses if any path it would
+change changed in the lower since the world first changed it, naming
+those paths, and changes nothing. File by file, each synced and renamed
+into place before its upper entry goes: a daemon killed meanwhile leaves
+each lower file old or new, and a re-run completes the apply. The
+world's other operations wait meanwhile.
+Errors: EINVAL an argument other than force, or an unsafe-rw world;
+EBUSY conflicts (the text lists them); EIO a write failed (the changes
+not yet applied stay in the upper).`,
+		Run: handler{check: checkForce, world: (*Plane).worldApply},
+	},
+	{
+		Name:  "discard",
+		Usage: "discard",
+		Min:   0, Max: 0,
+		Doc: `Throws the world's changes away: the upper is replaced by an empty one
+in one rename, so a daemon killed meanwhile leaves all or none of them.
+Errors: EINVAL an unsafe-rw world; EIO the files could not be changed.`,
+		Run: handler{world: (*Plane).worldDiscard},
+	},
+	{
+		Name:  "rebase",
+		Usage: "rebase",
+		Min:   0, Max: 0,
+		Doc: `Takes the lower's current state as the base where a change is no
+longer one: changed files the lower now has alike, and deletions of
+what the lower no longer has, are dropped from the upper. A read of the
+same open gives how many were dropped. Conflicts stay (apply reports
+them).
+Errors: EINVAL an unsafe-rw world; EIO the files could not be changed.`,
+		Run: handler{world: (*Plane).worldRebase},
+	},
+	{
+		Name:  "rm",
+		Usage: "rm",
+		Min:   0, Max: 0,
+		Doc: `Removes the world: it disappears from /worlds and its directory, the
+upper with its changes included, is deleted. The lower is untouched.
+Errors: ENOENT removed already; EIO the files could not be removed.`,
+		Run: handler{world: (*Plane).worldRm},
+	},
+}
+
+// checkWorld checks world <name> lower= mode=.
+func checkWorld(c *Command) error {
+	c.World = c.Args[0]
+	if err := checkName(c.Verb, "world", c.World, c.World); err != nil {
+		return err
+	}
+	if c.Keys["lower"] == "" {
+		return Errorf(syscall.EINVAL, "%s: lower=<host path> is missing", c.Verb)
+	}
+	if m, ok := c.Keys["mode"]; ok && !validMode(m) {
+		return Errorf(syscall.EINVAL, "%s: unknown mode %s", c.Verb, msg.Cite(m))
+	}
+	return nil
+}
+
+// checkForce checks apply's optional argument.
+func checkForce(c *Command) error {
+	if len(c.Args) == 1 && c.Args[0] != "force" {
+		return Errorf(syscall.EINVAL, "%s: unknown argument %s", c.Verb, msg.Cite(c.Args[0]))
+	}
+	return nil
 }
 
 // SandboxVerbs are the verbs of /sandboxes/<id>/ctl and of an open /clone.

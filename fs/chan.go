@@ -28,21 +28,11 @@ var errPerm error = syscall.EACCES
 // anything; the owner gets the owner bits, a member of the node's group
 // the group bits, anyone else the other bits.
 func Permits(c cred.Cred, a Attr, want Access) bool {
-	if c.Privileged() {
-		return true
-	}
-	perm := Access(a.Mode.Perm())
 	var o cred.Owner
 	if a.Owner != nil {
 		o = *a.Owner
 	}
-	switch {
-	case c.UID == o.UID:
-		perm >>= 6
-	case c.InGroup(o.GID):
-		perm >>= 3
-	}
-	return perm&want == want
+	return c.Permits(o, uint32(a.Mode.Perm()), uint32(want))
 }
 
 // Chan is a node reached from a root by a transport, the thing a FUSE

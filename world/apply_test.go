@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -177,5 +178,35 @@ func TestApplyTree(t *testing.T) {
 	must(t, err)
 	if len(names) != 1 || names[0] != "d" {
 		t.Errorf("dir/sub lists %v", names)
+	}
+}
+
+// TestUpperView: the upper as a plain read-only directory, whiteouts
+// shown, following the upper through Discard.
+func TestUpperView(t *testing.T) {
+	lower := newLower(t)
+	w := openWorld(t, lower, Overlay)
+	tg := nodes(t, w)
+	must(t, tg.write("dir/b.txt", "B"))
+	must(t, tg.remove("del.txt"))
+	root, err := w.UpperView()
+	must(t, err)
+	v := nodeTarget{root}
+	names, err := v.list("")
+	must(t, err)
+	if got := strings.Join(names, " "); got != ".wh.del.txt dir" {
+		t.Errorf("upper lists %q", got)
+	}
+	wantFile(t, v, "dir/b.txt", "B")
+	wantFile(t, v, ".wh.del.txt", "")
+	if err := v.write("x", "y"); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write in the upper view: %v, want EROFS", err)
+	}
+	if s, err := w.Status(); err != nil || s != "changes=2 copying=0/0" {
+		t.Errorf("status %q, %v", s, err)
+	}
+	must(t, w.Discard())
+	if names, err := v.list(""); err != nil || len(names) != 0 {
+		t.Errorf("upper after discard lists %v, %v", names, err)
 	}
 }

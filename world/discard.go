@@ -45,6 +45,14 @@ func (w *World) discard() error {
 	}
 	unix.Close(w.upper)
 	w.upper = fd
+	w.mu.Lock()
+	if w.view != nil {
+		err = w.view.setUpper(fd)
+	}
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if err := w.meta.reset(); err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@
 // Lock order: World.layers (read by every operation; written by Apply,
 // Discard and Rebase, which rewrite the upper) before World.mu (changes
 // of the upper's names; never held while file data is copied) before
-// meta.mu (a leaf). A copy-up streams the data with only layers held for
+// meta.mu (a leaf); World.mu before the UpperView's layers (Discard
+// points the view at the new upper). A copy-up streams the data with only layers held for
 // reading, so other operations on the world go on meanwhile.
 package world

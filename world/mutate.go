@@ -21,7 +21,7 @@ import (
 // change runs f with layers held for reading and mu held, after
 // checking name and that the world may change.
 func (d *Dir) change(name string, f func() error) error {
-	if err := checkName(name); err != nil {
+	if err := d.w.checkName(name); err != nil {
 		return err
 	}
 	if err := d.w.writable(); err != nil {

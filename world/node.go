@@ -118,7 +118,7 @@ func (n *node) StatFS(context.Context) (sfs.FSStat, error) {
 
 // Lookup implements sfs.Dir.Lookup.
 func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
-	if err := checkName(name); err != nil {
+	if err := d.w.checkName(name); err != nil {
 		return nil, syscall.ENOENT
 	}
 	d.w.layers.RLock()
@@ -165,7 +165,7 @@ func (w *World) list(path string) ([]sfs.Dirent, error) {
 			return nil, err
 		}
 		for _, e := range ups {
-			if strings.HasPrefix(e.Name, whPrefix) {
+			if w.reserved(e.Name) {
 				seen[e.Name[len(whPrefix):]] = true
 				continue
 			}
@@ -180,7 +180,7 @@ func (w *World) list(path string) ([]sfs.Dirent, error) {
 			return nil, err
 		}
 		for _, e := range lows {
-			if !seen[e.Name] && !strings.HasPrefix(e.Name, whPrefix) {
+			if !seen[e.Name] && !w.reserved(e.Name) {
 				out = append(out, e)
 			}
 		}

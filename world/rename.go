@@ -18,11 +18,11 @@ func (d *Dir) Rename(_ context.Context, oldName string, newDir sfs.Node, newName
 	if !ok || nd.w != d.w {
 		return syscall.EXDEV
 	}
-	if err := checkName(newName); err != nil {
+	if err := d.w.checkName(newName); err != nil {
 		return err
 	}
 	w, src, dst := d.w, join(d.path, oldName), join(nd.path, newName)
-	if err := checkName(oldName); err != nil {
+	if err := d.w.checkName(oldName); err != nil {
 		return err
 	}
 	if err := w.writable(); err != nil {
@@ -144,7 +144,7 @@ func (d *Dir) Link(_ context.Context, target sfs.Node, name string) error {
 	if tn == nil || tn.w != d.w {
 		return syscall.EXDEV
 	}
-	if err := checkName(name); err != nil {
+	if err := d.w.checkName(name); err != nil {
 		return err
 	}
 	if err := d.w.writable(); err != nil {

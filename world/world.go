@@ -60,6 +60,9 @@ type World struct {
 
 	meta *meta
 
+	ro   bool   // a view (UpperView): no change at all
+	view *World // the UpperView, once asked for; guarded by mu
+
 	copyDone, copyTotal atomic.Int64 // bytes of copy-ups under way (status)
 	copyHook            func()       // tests: called after a copy-up's first chunk
 }
@@ -124,6 +127,9 @@ func (w *World) makeUpper(dir, name string) error {
 
 // Close releases the world's descriptors.
 func (w *World) Close() error {
+	if w.view != nil {
+		w.view.Close()
+	}
 	for _, fd := range []int{w.lower, w.upper, w.work} {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -157,24 +163,29 @@ func (w *World) shadowed(path string) bool {
 	return false
 }
 
-// writable refuses changes in a read-only world.
+// writable refuses changes in a read-only world or view.
 func (w *World) writable() error {
-	if w.mode == ReadOnly {
+	if w.mode == ReadOnly || w.ro {
 		return syscall.EROFS
 	}
 	return nil
 }
 
 // checkName refuses names that are not one plain path component, and
-// the reserved whiteout names.
-func checkName(name string) error {
+// the reserved whiteout names (in a world with an upper).
+func (w *World) checkName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || len(name) > 255 {
 		return syscall.EINVAL
 	}
-	if strings.HasPrefix(name, whPrefix) {
+	if w.reserved(name) {
 		return syscall.EINVAL
 	}
 	return nil
+}
+
+// reserved reports whether name is a whiteout name the union hides.
+func (w *World) reserved(name string) bool {
+	return w.mode != UnsafeRW && strings.HasPrefix(name, whPrefix)
 }
 
 func join(dir, name string) string {

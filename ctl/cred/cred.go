@@ -82,3 +82,23 @@ func Of(ctx context.Context) Cred {
 	}
 	return self
 }
+
+// Permits reports whether c may have access want (the bits of
+// access(2): 4 read, 2 write, 1 search or execute) to a file of owner o
+// with permission bits perm, as generic_permission (linux fs/namei.c)
+// decides: the privileged may do anything; the owner gets the owner
+// bits, a member of the file's group the group bits, anyone else the
+// other bits.
+func (c Cred) Permits(o Owner, perm uint32, want uint32) bool {
+	if c.Privileged() {
+		return true
+	}
+	perm &= 0o777
+	switch {
+	case c.UID == o.UID:
+		perm >>= 6
+	case c.InGroup(o.GID):
+		perm >>= 3
+	}
+	return perm&want == want
+}

@@ -21,6 +21,7 @@ import (
 //	new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur] [from=snap]
 //	kill <id>
 //	rm <id>
+//	world <name> lower=<host path> [mode=overlay|readonly|unsafe-rw]
 type ctlFile struct {
 	t    *Tree
 	mode iofs.FileMode

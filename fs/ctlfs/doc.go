@@ -19,7 +19,8 @@
 //	/snapshots/                   snapshotsDir   every snapshot; it outlives its sandbox
 //	/snapshots/<snap>/info        snapInfoFile   one line, fixed field order
 //	/snapshots/<snap>/ctl         snapCtlFile    verbs (rm); read: its id
-//	/templates/ /worlds/          fs.EmptyDir    (registries to come)
+//	/worlds/<w>/                  worldTable     a world: ctl lower fs/ upper/ diff status (worlds.go)
+//	/templates/                   fs.EmptyDir    (registry to come)
 //
 // Adding a file kind: write one file with its type (a fs.Source for text,
 // a fs.Sink for messages, a fs.Opener for per-open state), then add one

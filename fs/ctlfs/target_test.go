@@ -70,6 +70,7 @@ func newEnv(t testing.TB, dir string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	p.SetWorldOpener(ctlfs.OpenWorld)
 	return &env{plane: p, tree: ctlfs.New(p, nil), dir: dir}
 }
 

@@ -127,6 +127,7 @@ func serve(log *slog.Logger, c serveConfig) error {
 		return fmt.Errorf("state %s: %w", c.state, err)
 	}
 	plane.SetNoRuntimeReason(noRuntime)
+	plane.SetWorldOpener(ctlfs.OpenWorld)
 	defer plane.Close()
 	tree := ctlfs.New(plane, log)
 	gid := -1

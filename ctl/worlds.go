@@ -1,0 +1,303 @@
+package ctl
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"sandfs/ctl/cred"
+	"sandfs/ctl/msg"
+)
+
+// WorldBackend is a world's data: the union of its lower and its upper
+// and its change set (package world, which ctl does not import: it
+// presents nodes of the tree). Its methods are safe for concurrent use.
+type WorldBackend interface {
+	// Diff is the change set, one change a line, sorted.
+	Diff() (string, error)
+	// Apply writes the changes into the lower; unless force, it refuses
+	// (EBUSY, naming the paths) if any changed there since.
+	Apply(force bool) error
+	Discard() error
+	// Rebase drops the changes the lower now has too; it returns how many.
+	Rebase() (int, error)
+	// Status is the end of the world's status line: more key=value fields.
+	Status() string
+	Close() error
+}
+
+// WorldOpener opens the data of a world over the host directory lower,
+// kept in dir, in mode (one of WorldModes). The daemon sets it
+// (Plane.SetWorldOpener); without one, worlds are listed but their
+// data cannot be reached (ENODEV).
+type WorldOpener func(lower, dir, mode string) (WorldBackend, error)
+
+// worldReg is the plane's registry of worlds.
+type worldReg struct {
+	mu     sync.Mutex // a leaf; protects the following fields
+	open   WorldOpener
+	worlds map[string]*worldEntry
+	bad    map[string]bool // names of corrupt records: never reused
+}
+
+// worldEntry is one world: its record and, once used, its data.
+type worldEntry struct {
+	info WorldInfo
+	b    WorldBackend // nil until first used; guarded by worldReg.mu
+}
+
+// loadWorlds fills the registry from the store.
+func (p *Plane) loadWorlds() error {
+	infos, bad, err := p.st.loadWorlds(p.log)
+	if err != nil {
+		return err
+	}
+	p.wr.worlds, p.wr.bad = map[string]*worldEntry{}, map[string]bool{}
+	for _, wi := range infos {
+		p.wr.worlds[wi.Name] = &worldEntry{info: wi}
+	}
+	for _, n := range bad {
+		p.wr.bad[n] = true
+	}
+	return nil
+}
+
+// closeWorlds closes the worlds' data.
+func (p *Plane) closeWorlds() {
+	p.wr.mu.Lock()
+	defer p.wr.mu.Unlock()
+	for _, e := range p.wr.worlds {
+		if e.b != nil {
+			e.b.Close()
+			e.b = nil
+		}
+	}
+}
+
+// SetWorldOpener sets how the worlds' data is opened. Call it before
+// serving the tree.
+func (p *Plane) SetWorldOpener(o WorldOpener) {
+	p.wr.mu.Lock()
+	p.wr.open = o
+	p.wr.mu.Unlock()
+}
+
+// Worlds returns every world, sorted by name.
+func (p *Plane) Worlds() []WorldInfo {
+	p.wr.mu.Lock()
+	defer p.wr.mu.Unlock()
+	out := make([]WorldInfo, 0, len(p.wr.worlds))
+	for _, e := range p.wr.worlds {
+		out = append(out, e.info)
+	}
+	slices.SortFunc(out, func(a, b WorldInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// LookupWorld returns world name's record.
+func (p *Plane) LookupWorld(name string) (WorldInfo, error) {
+	p.wr.mu.Lock()
+	defer p.wr.mu.Unlock()
+	e, ok := p.wr.worlds[name]
+	if !ok {
+		return WorldInfo{}, errNoWorld("lookup", name)
+	}
+	return e.info, nil
+}
+
+// World returns world name's data, opening it at first use.
+func (p *Plane) World(name string) (WorldBackend, error) {
+	p.wr.mu.Lock()
+	defer p.wr.mu.Unlock()
+	e, ok := p.wr.worlds[name]
+	if !ok {
+		return nil, errNoWorld("world", name)
+	}
+	return p.backendLocked(e)
+}
+
+func (p *Plane) backendLocked(e *worldEntry) (WorldBackend, error) {
+	if e.b != nil {
+		return e.b, nil
+	}
+	if p.wr.open == nil {
+		return nil, Errorf(syscall.ENODEV, "world: the daemon serves no world data")
+	}
+	b, err := p.wr.open(e.info.Lower, p.st.worldDir(e.info.Name), e.info.Mode)
+	if err != nil {
+		return nil, Errorf(syscall.EIO, "world %s: %v", msg.Cite(e.info.Name), err)
+	}
+	e.b = b
+	return b, nil
+}
+
+// ctlWorld creates a world (world on /ctl). The writer must be able to
+// read the lower (mayRead), and the world is theirs.
+func (p *Plane) ctlWorld(ctx context.Context, c Command, v *Verb) (string, error) {
+	who := cred.Of(ctx)
+	lower, err := checkLower(v.Name, c.Keys["lower"], who)
+	if err != nil {
+		return "", err
+	}
+	mode := c.Keys["mode"]
+	if mode == "" {
+		mode = WorldModes[0]
+	}
+	wi := WorldInfo{Name: c.World, Owner: who.Owner(), Lower: lower, Mode: mode, Created: time.Now().UTC()}
+	p.wr.mu.Lock()
+	defer p.wr.mu.Unlock()
+	if _, ok := p.wr.worlds[wi.Name]; ok || p.wr.bad[wi.Name] {
+		return "", Errorf(syscall.EEXIST, "%s: world %s exists", v.Name, msg.Cite(wi.Name))
+	}
+	if err := p.st.worldCreate(wi); err != nil {
+		return "", Errorf(syscall.EIO, "%s: %v", v.Name, err)
+	}
+	e := &worldEntry{info: wi}
+	if p.wr.open != nil {
+		if _, err := p.backendLocked(e); err != nil {
+			p.st.worldRemove(wi.Name)
+			return "", err
+		}
+	}
+	p.wr.worlds[wi.Name] = e
+	return wi.Name + "\n", nil
+}
+
+// checkLower resolves the lower path (absolute, its symbolic links
+// resolved) and checks that who may read it.
+func checkLower(verb, lower string, who cred.Cred) (string, error) {
+	if lower == "" || !filepath.IsAbs(lower) {
+		return "", Errorf(syscall.EINVAL, "%s: lower= must be an absolute host path %s", verb, msg.Cite(lower))
+	}
+	real, err := filepath.EvalSymlinks(lower)
+	if err != nil {
+		return "", Errorf(Errno(err), "%s: lower %s: %v", verb, msg.Cite(lower), pathErrText(err))
+	}
+	if err := mayRead(who, real); err != nil {
+		return "", Errorf(syscall.EACCES, "%s: %s may not read lower %s (%s)", verb, who, msg.Cite(lower), err)
+	}
+	return real, nil
+}
+
+// pathErrText is an *os.PathError's reason alone.
+func pathErrText(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// denied is why mayRead refuses.
+type denied string
+
+func (d denied) Error() string { return string(d) }
+
+// mayRead checks that who may reach and list the directory path (no
+// symbolic links in it): search on every directory above it, read and
+// search on it. POSIX ACLs are not consulted (a refusal may be stricter
+// than the kernel's).
+func mayRead(who cred.Cred, path string) error {
+	var st syscall.Stat_t
+	dir := "/"
+	for _, name := range append([]string{""}, strings.Split(strings.Trim(path, "/"), "/")...) {
+		dir = filepath.Join(dir, name)
+		if err := syscall.Lstat(dir, &st); err != nil {
+			return denied(dir + ": " + err.Error())
+		}
+		want := uint32(1)
+		if dir == path {
+			if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+				return denied(dir + " is not a directory")
+			}
+			want = 5
+		}
+		if !who.Permits(cred.Owner{UID: st.Uid, GID: st.Gid}, st.Mode, want) {
+			return denied("no access to " + dir)
+		}
+	}
+	return nil
+}
+
+// WorldCtl applies one message of WorldVerbs to world name
+// (/worlds/<w>/ctl); a read of the same open gives the reply. A
+// failure's text becomes the plane's Err (/err) and is logged.
+func (p *Plane) WorldCtl(ctx context.Context, name string, m []byte) (string, error) {
+	reply, err := p.worldCtl(ctx, name, m)
+	if err != nil {
+		p.fail("", m, err)
+	}
+	return reply, err
+}
+
+func (p *Plane) worldCtl(ctx context.Context, name string, m []byte) (string, error) {
+	c, v, err := parse(m, WorldVerbs)
+	if err != nil {
+		return "", err
+	}
+	if p.isClosed() {
+		return "", errClosed
+	}
+	wi, err := p.LookupWorld(name)
+	if err != nil {
+		return "", err
+	}
+	if who := cred.Of(ctx); !who.Privileged() && who.UID != wi.Owner.UID {
+		return "", Errorf(syscall.EPERM, "%s: world %s belongs to uid %d", v.Name, msg.Cite(name), wi.Owner.UID)
+	}
+	c.World = name
+	return v.Run.world(p, ctx, c, v)
+}
+
+// worldDo runs f on the named world's data, naming errors by the verb.
+func (p *Plane) worldDo(c Command, v *Verb, f func(WorldBackend) (string, error)) (string, error) {
+	b, err := p.World(c.World)
+	if err != nil {
+		return "", err
+	}
+	reply, err := f(b)
+	if err != nil {
+		return "", msg.Prefix(v.Name, err)
+	}
+	return reply, nil
+}
+
+func (p *Plane) worldApply(_ context.Context, c Command, v *Verb) (string, error) {
+	return p.worldDo(c, v, func(b WorldBackend) (string, error) { return "", b.Apply(len(c.Args) == 1) })
+}
+
+func (p *Plane) worldDiscard(_ context.Context, c Command, v *Verb) (string, error) {
+	return p.worldDo(c, v, func(b WorldBackend) (string, error) { return "", b.Discard() })
+}
+
+func (p *Plane) worldRebase(_ context.Context, c Command, v *Verb) (string, error) {
+	return p.worldDo(c, v, func(b WorldBackend) (string, error) {
+		n, err := b.Rebase()
+		return strconv.Itoa(n) + "\n", err
+	})
+}
+
+// worldRm removes the world: its data is closed, its directory (upper
+// included) deleted.
+func (p *Plane) worldRm(_ context.Context, c Command, v *Verb) (string, error) {
+	p.wr.mu.Lock()
+	defer p.wr.mu.Unlock()
+	e, ok := p.wr.worlds[c.World]
+	if !ok {
+		return "", errNoWorld(v.Name, c.World)
+	}
+	if e.b != nil {
+		e.b.Close()
+		e.b = nil
+	}
+	delete(p.wr.worlds, c.World)
+	if err := p.st.worldRemove(c.World); err != nil {
+		return "", Errorf(syscall.EIO, "%s: %v", v.Name, err)
+	}
+	return "", nil
+}

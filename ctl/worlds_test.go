@@ -1,0 +1,149 @@
+package ctl
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// fakeWorld is a WorldBackend that records the calls made to it.
+type fakeWorld struct {
+	lower, dir, mode string
+	calls            []string
+	closed           bool
+}
+
+func (f *fakeWorld) Diff() (string, error) { return "added x\n", nil }
+func (f *fakeWorld) Apply(force bool) error {
+	if force {
+		f.calls = append(f.calls, "apply force")
+		return nil
+	}
+	f.calls = append(f.calls, "apply")
+	return Errorf(syscall.EBUSY, "apply: changed in the lower since the world changed them: a.txt")
+}
+func (f *fakeWorld) Discard() error       { f.calls = append(f.calls, "discard"); return nil }
+func (f *fakeWorld) Rebase() (int, error) { f.calls = append(f.calls, "rebase"); return 2, nil }
+func (f *fakeWorld) Status() string       { return "changes=1" }
+func (f *fakeWorld) Close() error         { f.closed = true; return nil }
+
+// worldsOpener opens fakeWorlds, kept by directory.
+func worldsOpener(opened map[string]*fakeWorld) WorldOpener {
+	return func(lower, dir, mode string) (WorldBackend, error) {
+		f := &fakeWorld{lower: lower, dir: dir, mode: mode}
+		opened[filepath.Base(dir)] = f
+		return f, nil
+	}
+}
+
+// TestWorldVerbs: world on /ctl creates a world that survives a restart;
+// its ctl verbs reach its data; errors name their cause.
+func TestWorldVerbs(t *testing.T) {
+	dir, lower := t.TempDir(), t.TempDir()
+	p, _ := openPlane(t, dir, nil)
+	opened := map[string]*fakeWorld{}
+	p.SetWorldOpener(worldsOpener(opened))
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(lower, link); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := p.Ctl(ctx(t), []byte("world w1 lower="+link)); err != nil || reply != "w1\n" {
+		t.Fatalf("world: %q, %v", reply, err)
+	}
+	f := opened["w1"]
+	if f == nil || f.lower != lower || f.mode != "overlay" || f.dir != filepath.Join(dir, "worlds", "w1") {
+		t.Fatalf("opened %+v", f)
+	}
+	for m, want := range map[string]syscall.Errno{
+		"world w1 lower=" + lower:             syscall.EEXIST,
+		"world w2":                            syscall.EINVAL,
+		"world w2 lower=rel":                  syscall.EINVAL,
+		"world w2 lower=/nonexistent-sandfs":  syscall.ENOENT,
+		"world w2 lower=" + lower + " mode=x": syscall.EINVAL,
+		"world ../x lower=" + lower:           syscall.EINVAL,
+	} {
+		if _, err := p.Ctl(ctx(t), []byte(m)); Errno(err) != want {
+			t.Errorf("%s: %v, want %v", m, err, want)
+		}
+	}
+	if _, err := p.WorldCtl(ctx(t), "w1", []byte("apply")); Errno(err) != syscall.EBUSY || !strings.Contains(p.Err(), "a.txt") {
+		t.Errorf("apply: %v, err %q", err, p.Err())
+	}
+	if _, err := p.WorldCtl(ctx(t), "w1", []byte("apply now")); Errno(err) != syscall.EINVAL {
+		t.Errorf("apply now: %v", err)
+	}
+	for _, m := range []string{"apply force", "discard", "rebase"} {
+		if _, err := p.WorldCtl(ctx(t), "w1", []byte(m)); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	if got := strings.Join(f.calls, ","); got != "apply,apply force,discard,rebase" {
+		t.Errorf("calls %s", got)
+	}
+	if _, err := p.WorldCtl(as(t, alice), "w1", []byte("discard")); Errno(err) != syscall.EPERM {
+		t.Errorf("another uid's discard: %v", err)
+	}
+
+	// A restart keeps the world; its data is opened again at first use.
+	p.Close()
+	if !f.closed {
+		t.Error("Close left the world's data open")
+	}
+	p, _ = openPlane(t, dir, nil)
+	p.SetWorldOpener(worldsOpener(opened))
+	if ws := p.Worlds(); len(ws) != 1 || ws[0].Name != "w1" || ws[0].Lower != lower {
+		t.Fatalf("after restart: %+v", ws)
+	}
+	if _, err := p.World("w1"); err != nil || opened["w1"] == f {
+		t.Errorf("reopen: %v", err)
+	}
+	if _, err := p.WorldCtl(ctx(t), "w1", []byte("rm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "worlds", "w1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("world dir after rm: %v", err)
+	}
+	if _, err := p.LookupWorld("w1"); Errno(err) != syscall.ENOENT {
+		t.Errorf("lookup after rm: %v", err)
+	}
+}
+
+// TestWorldAccess: a world cannot expose a directory its creator could
+// not read.
+func TestWorldAccess(t *testing.T) {
+	p, _ := openPlane(t, t.TempDir(), nil)
+	p.SetWorldOpener(worldsOpener(map[string]*fakeWorld{}))
+	top := t.TempDir()
+	open, closed := filepath.Join(top, "open"), filepath.Join(top, "closed")
+	for d, m := range map[string]os.FileMode{open: 0o755, closed: 0o700} {
+		if err := os.Mkdir(d, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{top, filepath.Dir(top)} { // the test's own directories
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("world a lower="+closed)); Errno(err) != syscall.EACCES || !strings.Contains(p.Err(), "may not read") {
+		t.Errorf("alice over a 0700 root dir: %v (%q)", err, p.Err())
+	}
+	if len(p.Worlds()) != 0 {
+		t.Errorf("a refused world is listed: %v", p.Worlds())
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("world a lower="+open)); err != nil {
+		t.Fatal(err)
+	}
+	if wi, _ := p.LookupWorld("a"); wi.Owner != alice.Owner() {
+		t.Errorf("owner %v, want alice", wi.Owner)
+	}
+	if _, err := p.WorldCtl(as(t, bob), "a", []byte("rm")); Errno(err) != syscall.EPERM {
+		t.Errorf("bob's rm of alice's world: %v", err)
+	}
+}

@@ -1,0 +1,240 @@
+package ctlfs
+
+import (
+	"bytes"
+	"context"
+	iofs "io/fs"
+	"strings"
+
+	sfs "sandfs/fs"
+	"sandfs/world"
+
+	"sandfs/ctl"
+)
+
+// worldsDir serves /worlds/: one directory per world, by name. Anyone
+// who may list it sees the names; a world's own directory is its
+// owner's alone (0500).
+type worldsDir struct {
+	t    *Tree
+	mode iofs.FileMode
+}
+
+var _ sfs.Dir = (*worldsDir)(nil)
+
+// Stat implements fs.Node.Stat.
+func (d *worldsDir) Stat(context.Context) (sfs.Attr, error) {
+	return sfs.Attr{Mode: iofs.ModeDir | d.mode.Perm()}, nil
+}
+
+// Lookup implements fs.Dir.Lookup.
+func (d *worldsDir) Lookup(_ context.Context, name string) (sfs.Node, error) {
+	wi, err := d.t.plane.LookupWorld(name)
+	if err != nil {
+		return nil, err
+	}
+	o := wi.Owner
+	return worldTable.Dir(worldNode{d.t, wi}, 0o500, &o), nil
+}
+
+// List implements fs.Dir.List.
+func (d *worldsDir) List(context.Context) ([]sfs.Dirent, error) {
+	wis := d.t.plane.Worlds()
+	out := make([]sfs.Dirent, len(wis))
+	for i, wi := range wis {
+		out[i] = sfs.Dirent{Name: wi.Name, Mode: iofs.ModeDir}
+	}
+	return out, nil
+}
+
+// worldNode is the value a world's directory serves.
+type worldNode struct {
+	t  *Tree
+	wi ctl.WorldInfo
+}
+
+// worldTable is a world's directory, /worlds/<w>/, owned by the world's
+// creator and closed to others (0500). Its fs/ and upper/ show the
+// files' own owners and modes, under that closed directory.
+var worldTable = sfs.Table[worldNode]{
+	{Name: "ctl", Mode: 0o600, New: worldCtlFile},
+	{Name: "lower", Mode: 0o400, New: worldLowerFile},
+	{Name: "fs", Mode: iofs.ModeDir | 0o755, New: worldFSDir},
+	{Name: "upper", Mode: iofs.ModeDir | 0o500, New: worldUpperDir},
+	{Name: "diff", Mode: 0o400, New: worldDiffFile},
+	{Name: "status", Mode: 0o400, New: worldStatusFile},
+}
+
+// worldCtlFile serves <w>/ctl: a write is one verb (ctl.WorldVerbs:
+// apply [force], discard, rebase, rm), whose failure's text goes to
+// /err; a read gives the reply of the last write on the open (rebase:
+// how many changes it dropped), or before any the world's name:
+//
+//	w1
+func worldCtlFile(n worldNode, mode iofs.FileMode) sfs.Node {
+	return &worldCtl{n: n, mode: mode}
+}
+
+type worldCtl struct {
+	n    worldNode
+	mode iofs.FileMode
+}
+
+var _ sfs.Opener = (*worldCtl)(nil)
+
+// Stat implements fs.Node.Stat.
+func (f *worldCtl) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr(f.mode), nil }
+
+// Open implements fs.Opener.Open: the handle keeps the last reply.
+func (f *worldCtl) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
+	n := f.n
+	return newReplyHandle(func(ctx context.Context, m []byte) (string, bool, error) {
+		reply, err := n.t.plane.WorldCtl(ctx, n.wi.Name, m)
+		if err != nil {
+			n.t.fail(err)
+		}
+		return reply, reply != "", err
+	}, func(_ context.Context, b *bytes.Buffer) error {
+		b.WriteString(n.wi.Name + "\n")
+		return nil
+	}), nil
+}
+
+// worldLowerFile serves <w>/lower, the host path of the lower:
+//
+//	/home/alice/project
+func worldLowerFile(n worldNode, mode iofs.FileMode) sfs.Node {
+	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+		b.WriteString(n.wi.Lower + "\n")
+		return nil
+	}}
+}
+
+// worldDiffFile serves <w>/diff, the world's changes, one a line,
+// sorted by path (docs/worlds.md):
+//
+//	deleted del.txt
+//	modified dir/b.txt
+//	added new.txt
+func worldDiffFile(n worldNode, mode iofs.FileMode) sfs.Node {
+	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+		wb, err := n.t.plane.World(n.wi.Name)
+		if err != nil {
+			return err
+		}
+		d, err := wb.Diff()
+		b.WriteString(d)
+		return err
+	}}
+}
+
+// worldStatusFile serves <w>/status, one line in fixed field order (new
+// fields only at the end): ctl.WorldInfo.Line, then the world's own
+// (changes, copy-ups under way: bytes done/total):
+//
+//	w1 mode=overlay owner=1000 created=1764423000 lower=/home/alice/project changes=3 copying=0/0
+func worldStatusFile(n worldNode, mode iofs.FileMode) sfs.Node {
+	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+		wb, err := n.t.plane.World(n.wi.Name)
+		if err != nil {
+			return err
+		}
+		b.WriteString(n.wi.Line() + " " + wb.Status() + "\n")
+		return nil
+	}}
+}
+
+// worldUpperDir serves <w>/upper/, the world's changes as a plain
+// read-only directory (world.World.UpperView), whiteouts included. An
+// unsafe-rw world's is empty.
+func worldUpperDir(n worldNode, mode iofs.FileMode) sfs.Node {
+	wb, err := n.t.plane.World(n.wi.Name)
+	if err != nil {
+		return errNode{err}
+	}
+	b, ok := wb.(*worldBackend)
+	if !ok {
+		return sfs.EmptyDir{Mode: mode}
+	}
+	d, err := b.w.UpperView()
+	if err != nil {
+		return sfs.EmptyDir{Mode: mode}
+	}
+	return d
+}
+
+// worldFSDir serves <w>/fs/, the world itself: the union of its lower
+// and its upper (package world), read and write, each file showing its
+// own owner and mode (the guest mounts the same nodes at /workspace).
+func worldFSDir(n worldNode, mode iofs.FileMode) sfs.Node {
+	wb, err := n.t.plane.World(n.wi.Name)
+	if err != nil {
+		return errNode{err}
+	}
+	b, ok := wb.(*worldBackend)
+	if !ok {
+		return sfs.EmptyDir{Mode: mode}
+	}
+	d, err := b.w.Root()
+	if err != nil {
+		return errNode{err}
+	}
+	return d
+}
+
+// errNode is a node that cannot be reached: its Stat fails with err.
+type errNode struct{ err error }
+
+// Stat implements fs.Node.Stat.
+func (e errNode) Stat(context.Context) (sfs.Attr, error) { return sfs.Attr{}, e.err }
+
+// OpenWorld is the daemon's ctl.WorldOpener: package world's union.
+func OpenWorld(lower, dir, mode string) (ctl.WorldBackend, error) {
+	m, err := world.ParseMode(mode)
+	if err != nil {
+		return nil, err
+	}
+	w, err := world.Open(lower, dir, m)
+	if err != nil {
+		return nil, err
+	}
+	return &worldBackend{w}, nil
+}
+
+// worldBackend is a world's data for ctl: package world's World.
+type worldBackend struct{ w *world.World }
+
+var _ ctl.WorldBackend = (*worldBackend)(nil)
+
+// Diff implements ctl.WorldBackend.Diff.
+func (b *worldBackend) Diff() (string, error) {
+	chs, err := b.w.Diff()
+	var s strings.Builder
+	for _, c := range chs {
+		s.WriteString(c.String())
+		s.WriteByte('\n')
+	}
+	return s.String(), err
+}
+
+// Apply implements ctl.WorldBackend.Apply.
+func (b *worldBackend) Apply(force bool) error { return b.w.Apply(force) }
+
+// Discard implements ctl.WorldBackend.Discard.
+func (b *worldBackend) Discard() error { return b.w.Discard() }
+
+// Rebase implements ctl.WorldBackend.Rebase.
+func (b *worldBackend) Rebase() (int, error) { return b.w.Rebase() }
+
+// Status implements ctl.WorldBackend.Status.
+func (b *worldBackend) Status() string {
+	s, err := b.w.Status()
+	if err != nil {
+		return "changes=? copying=0/0"
+	}
+	return s
+}
+
+// Close implements ctl.WorldBackend.Close.
+func (b *worldBackend) Close() error { return b.w.Close() }
+
