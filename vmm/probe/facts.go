@@ -29,7 +29,10 @@ type Facts struct {
 	MissingCaps []string // kvm.Required capabilities KVM_CHECK_EXTENSION denies
 	GuestErr    string   // the timed test guest failed
 	LoopRate    float64  // test guest: tight-loop iterations per second
-	ExitRate    float64  // test guest: port-I/O exits per second
+	// HostLoopRate is the same loop's rate in this process, the mean of
+	// runs just before and just after the test guest's.
+	HostLoopRate float64
+	ExitRate     float64 // test guest: port-I/O exits per second
 }
 
 // Test-guest sizes: about 20 ms of loop at hardware speed, and a bound on
@@ -78,13 +81,35 @@ func Gather(dev string) Facts {
 	if len(f.MissingCaps) > 0 {
 		return f
 	}
+	before := HostLoopRate(probeLoops)
 	r, err := RunTestGuest(sys, probeLoops, probeExits, probeTimeout)
 	if err != nil {
 		f.GuestErr = err.Error()
 		return f
 	}
+	f.HostLoopRate = (before + HostLoopRate(probeLoops)) / 2
 	f.LoopRate, f.ExitRate = r.LoopsPerSec(), r.ExitsPerSec()
 	return f
+}
+
+// HostLoopRate runs the test guest's loop (count down, branch while not
+// zero) n times in this process and returns its iterations per second.
+func HostLoopRate(n uint32) float64 {
+	start := time.Now()
+	loopSink = countDown(n)
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// loopSink keeps countDown's result, so that its loop is not removed.
+var loopSink uint32
+
+//go:noinline
+func countDown(n uint32) uint32 {
+	var x uint32
+	for i := n; i != 0; i-- {
+		x += i
+	}
+	return x
 }
 
 // cpuFlags returns the flags of the first processor in a cpuinfo file.
