@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,16 +34,35 @@ const (
 func tmplKey(tmpl, image, kernel string, mem uint64, cpus int, cmdline string) (string, error) {
 	h := sha256.New()
 	for _, p := range []string{image, kernel} {
-		fi, err := os.Stat(p)
-		if err != nil {
+		if err := fileIdentity(h, p); err != nil {
 			return "", err
 		}
-		st := fi.Sys().(*syscall.Stat_t)
-		fmt.Fprintf(h, "%s dev=%d ino=%d size=%d mtime=%d\n", p, st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano())
 	}
 	fmt.Fprintf(h, "mem=%d cpus=%d cmdline=%q\n", mem, cpus, cmdline)
 	fmt.Fprintf(h, "layout=2\n") // 2: the snapshot is _<key>/, not snap/
 	return fmt.Sprintf("%s-%dm%dc-%s", tmpl, mem>>20, cpus, hex.EncodeToString(h.Sum(nil)[:8])), nil
+}
+
+// fileIdentity writes the identity of file p (path, device, inode, size,
+// modification time) to h: it changes when the file is rebuilt.
+func fileIdentity(h io.Writer, p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	_, err = fmt.Fprintf(h, "%s dev=%d ino=%d size=%d mtime=%d\n", p, st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano())
+	return err
+}
+
+// imageID is a short hash of image's identity (fileIdentity): a snapshot
+// records the one of the disk image its layer is over.
+func imageID(image string) (string, error) {
+	h := sha256.New()
+	if err := fileIdentity(h, image); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8]), nil
 }
 
 // tmplSnapID is the id of entry key's snapshot, and the name of its

@@ -37,7 +37,7 @@ which may then not be given.
 Errors: EEXIST a sandbox called name exists; EINVAL from= with template,
 mem or cpus; ENODEV no VMM runtime is configured (nothing is created);
 ENOENT unknown template, world or snapshot; EPERM the snapshot is
-another uid's; ECANCELED killed while creating; EINTR the writer was
+another uid's; ESTALE the snapshot's template image was rebuilt since; ECANCELED killed while creating; EINTR the writer was
 interrupted (creation goes on); EIO the runtime failed.`,
 		Run: handler{check: checkNew, plane: (*Plane).ctlNew},
 	},
@@ -300,8 +300,9 @@ Required state: running or paused.
 Errors: EINVAL bad name or a snapshot of another sandbox; ENOENT no
 such snapshot; EBUSY not running or paused; ENOTSUP the runtime cannot
 restore snapshots (nothing changed); EIO the old machine did not stop
-(nothing changed) or the restore failed (the sandbox is then dead, its
-err says why).`,
+(nothing changed); ESTALE the template image was rebuilt since the
+snapshot, or EIO, the restore failed (the sandbox is then dead, its err
+says why).`,
 		Run: handler{check: checkSnapName, sandbox: (*Sandbox).rollback},
 	},
 	{

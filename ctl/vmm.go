@@ -183,8 +183,9 @@ func (r *VMMRuntime) launch(ctx context.Context, id string, cfg vmmproc.Config, 
 	if snapshot != "" {
 		boot = "restore"
 	}
+	image, _ := imageID(cfg.Disks[0].Path) // "": its snapshots are refused
 	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits()), boot: boot,
-		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname")}, nil
+		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: image}, nil
 }
 
 // config is the VMM configuration of sandbox s, whose guest boots with
@@ -300,6 +301,7 @@ type vmmMachine struct {
 	// the snapshot it last took or was restored from (its sandbox's op
 	// guards it), and its template's snapshot.
 	work, host string
+	image      string // imageID of its disk's base image, at launch
 	uid        int
 	last       string
 	base       string // the template snapshot it was restored from (its entry's _<key>), "" none

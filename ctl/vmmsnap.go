@@ -39,8 +39,8 @@ const (
 // parent when parent is the machine's last snapshot), then its disk
 // layer, then both imported into dir.
 func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (SnapshotStats, error) {
-	if m.work == "" || m.host == "" {
-		return SnapshotStats{}, Errorf(syscall.ENOTSUP, "the machine's work directory or boot host name is unknown")
+	if m.work == "" || m.host == "" || m.image == "" {
+		return SnapshotStats{}, Errorf(syscall.ENOTSUP, "the machine's work directory, boot host name or disk image is unknown")
 	}
 	id := filepath.Base(dir)
 	store := filepath.Join(m.work, workSnaps)
@@ -84,7 +84,8 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	if err := unix.Stat(filepath.Join(dir, entryLayer), &st); err != nil {
 		return SnapshotStats{}, err
 	}
-	return SnapshotStats{Parent: s.Parent, Base: base, DataBytes: s.Pages() * snapshot.PageSize, DiskBytes: uint64(st.Blocks) * 512, Boot: m.host}, nil
+	return SnapshotStats{Parent: s.Parent, Base: base, DataBytes: s.Pages() * snapshot.PageSize, DiskBytes: uint64(st.Blocks) * 512,
+		Boot: m.host + " image=" + m.image}, nil
 }
 
 // importFile links rel, a file the VMM of uid wrote under its work
@@ -140,12 +141,18 @@ func importFile(work, rel, dst string, uid int) error {
 // VMM restores the chain from there, and the guest gets fresh entropy, its
 // hostname and the wall clock (refreshGuest) before s is reported running.
 func (r *VMMRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Machine, error) {
-	if from.Boot == "" {
-		return nil, Errorf(syscall.EINVAL, "snapshot %s has no boot host name", msg.Cite(from.ID))
+	// Boot is "<host name> image=<imageID>" (vmmMachine.Snapshot).
+	host, image, _ := strings.Cut(from.Boot, " image=")
+	if host == "" || image == "" {
+		return nil, Errorf(syscall.EINVAL, "snapshot %s has no boot host name or image", msg.Cite(from.ID))
 	}
-	cfg, err := r.config(s, from.Boot)
+	cfg, err := r.config(s, host)
 	if err != nil {
 		return nil, err
+	}
+	// The frozen layer holds only what the guest wrote over the image.
+	if now, err := imageID(cfg.Disks[0].Path); err != nil || now != image {
+		return nil, Errorf(syscall.ESTALE, "template %s changed since snapshot %s was taken (its disk layer is over the old image)", msg.Cite(s.Template), msg.Cite(from.ID))
 	}
 	start := time.Now()
 	work := WorkDir(s)

@@ -1,8 +1,11 @@
 package ctl
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"sandfs/snapshot"
@@ -83,5 +86,47 @@ func TestLinkChain(t *testing.T) {
 	}
 	if v := cmdlineValue("root=/dev/vda sandfs.hostname=template quiet", "sandfs.hostname"); v != "template" {
 		t.Errorf("cmdlineValue = %q", v)
+	}
+}
+
+// TestRestoreStaleImage: a snapshot whose disk layer is over another
+// build of the template image is refused before anything is started.
+func TestRestoreStaleImage(t *testing.T) {
+	tdir := t.TempDir()
+	kernel := filepath.Join(tdir, "vmlinuz")
+	image := filepath.Join(tdir, "base.ext4")
+	for _, f := range []string{kernel, image} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, err := imageID(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &VMMRuntime{KernelPath: kernel, TemplatesDir: tdir}
+	spec := Spec{ID: "x", Config: Config{Template: "base"}, Dir: t.TempDir()}
+	for _, tc := range []struct {
+		boot  string
+		errno syscall.Errno
+	}{
+		{"", syscall.EINVAL},
+		{"x image=" + strings.Repeat("0", len(id)), syscall.ESTALE},
+	} {
+		from := SnapshotRef{SnapshotInfo: SnapshotInfo{ID: "s1", Boot: tc.boot}, Dir: t.TempDir()}
+		if _, err := r.Restore(context.Background(), spec, from); Errno(err) != tc.errno {
+			t.Errorf("Restore(boot %q) = %v; want %v", tc.boot, err, tc.errno)
+		}
+	}
+	if ents, _ := os.ReadDir(spec.Dir); len(ents) != 0 {
+		t.Errorf("a refused restore left %v in the run directory", ents)
+	}
+	// A rebuilt image has another id.
+	os.Remove(image)
+	if err := os.WriteFile(image, []byte("xy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if id2, _ := imageID(image); id2 == id {
+		t.Errorf("imageID of a rebuilt image = %s, the old one's", id2)
 	}
 }
