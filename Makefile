@@ -87,7 +87,9 @@ bench: build kernel qemu-bundle
 # The snapshot benchmark of docs/snapshots.md (issue 11), in the lab: progress
 # on stderr, the tables to docs/bench/snapshots.md (only if the run succeeds).
 bench-snapshots: build kernel template qemu-bundle
-	bin/sandfs lab -- /opt/sandfs/bin/sandfs bench snapshots -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-snapshots.md
+	l0=$$(cut -d' ' -f1-3 /proc/loadavg); \
+	bin/sandfs lab -- /opt/sandfs/bin/sandfs bench snapshots -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-snapshots.md && \
+	printf 'The host running the lab (outside it): load average %s at the start, %s at the end.\n' "$$l0" "$$(cut -d' ' -f1-3 /proc/loadavg)" >> build/bench-snapshots.md
 	mkdir -p docs/bench && mv build/bench-snapshots.md docs/bench/snapshots.md
 
 clean:

@@ -35,6 +35,7 @@ type run struct {
 	log   *os.File
 	clock string // what times the figures (initClock)
 	tree  bool   // measure through the daemon's tree too
+	load0 string // load average at the start
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -107,6 +108,7 @@ func Main(args []string) int {
 // all runs every measurement and returns the report.
 func (r *run) all(ctx context.Context, mems, dirty, treeC []int, dirtyMem, conc int, qemu string) (string, error) {
 	started := time.Now()
+	r.load0 = loadavg()
 	tmpls := map[int]*template{}
 	get := func(mem int) (*template, error) {
 		if t := tmpls[mem]; t != nil {
@@ -180,15 +182,24 @@ func (r *run) all(ctx context.Context, mems, dirty, treeC []int, dirtyMem, conc 
 // render is the report: what ran where, then the tables.
 func (r *run) render(tables []*table, started time.Time) string {
 	var b strings.Builder
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Fprintf(&b, "## sandfs bench snapshots\n\nOne run, %s UTC, %s; %d CPUs, load average at the end %s; kernel %s, template %s; n=%d per sequential figure; timed with the %s. Compare the figures with each other (ratios), not with native ones.\n\n",
-		started.UTC().Format("2006-01-02 15:04"), where(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "),
+	fmt.Fprintf(&b, "## sandfs bench snapshots\n\nOne run, %s UTC, %s; %d CPUs, load average at the start %s, at the end %s; kernel %s, template %s; n=%d per sequential figure; timed with the %s. Compare the figures with each other (ratios), not with native ones.\n\n",
+		started.UTC().Format("2006-01-02 15:04"), where(), runtime.NumCPU(), r.load0, loadavg(),
 		filepath.Base(r.h.kernel), filepath.Base(r.h.rootfs), r.n, r.clock)
 	for _, t := range tables {
 		b.WriteString(t.markdown())
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// loadavg is the 1, 5 and 15 minute load averages.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // where says whether this is the lab.

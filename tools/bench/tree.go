@@ -34,6 +34,7 @@ type treeResult struct {
 type daemon struct {
 	cmd   *exec.Cmd
 	ended chan struct{}
+	addr  string
 	c     *client.Client
 }
 
@@ -56,10 +57,10 @@ func (r *run) startDaemon(ctx context.Context) (*daemon, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, ended: make(chan struct{})}
+	d := &daemon{cmd: cmd, ended: make(chan struct{}), addr: "unix:" + sock}
 	go func() { cmd.Wait(); close(d.ended) }()
 	for {
-		if d.c, err = client.Dial(ctx, "unix:"+sock, ""); err == nil {
+		if d.c, err = client.Dial(ctx, d.addr, ""); err == nil {
 			return d, nil
 		}
 		select {
@@ -136,7 +137,15 @@ func (r *run) benchTree(ctx context.Context, concs []int) (*treeResult, error) {
 		for i := range ids {
 			ids[i] = id()
 		}
-		wall, err := parallel(c, func(i int) error { _, err := d.newSandbox(ids[i], ""); return err })
+		// One connection per client, as c users would have.
+		wall, err := parallel(c, func(i int) error {
+			cl, err := client.Dial(ctx, d.addr, "")
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			return cl.WriteMsg("ctl", "new "+ids[i]+" template=base", "err")
+		})
 		kill(ids)
 		if err != nil {
 			return nil, fmt.Errorf("new c=%d: %w", c, err)
