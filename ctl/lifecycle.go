@@ -26,7 +26,11 @@ func (s *Sandbox) ctlStart(ctx context.Context, c Command, v *Verb) error {
 func (s *Sandbox) start(ctx context.Context, v *Verb, fromNew bool) error {
 	p := s.p
 	verb := v.Name
-	ver, err := s.launch(v)
+	err := p.mayUseWorld(verb, s.Config().World, s.owner)
+	var ver uint64
+	if err == nil {
+		ver, err = s.launch(v)
+	}
 	if err != nil {
 		if fromNew {
 			s.Release()

@@ -323,6 +323,7 @@ func TestClone(t *testing.T) {
 	if got := records(t, dir); len(got) != 0 {
 		t.Errorf("records of a new sandbox = %v; want none (never persisted)", got)
 	}
+	do(t, p, "world w1 lower="+t.TempDir())
 	for _, m := range []string{"template py\n", "mem 1G", "cpus 4", "world w1", "timeout 90s"} {
 		sdo(t, s, m)
 	}

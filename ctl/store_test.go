@@ -19,6 +19,7 @@ func TestRestartWithoutReattach(t *testing.T) {
 	rt := newFakeRuntime()
 	p, _ := openPlane(t, dir, rt)
 	do(t, p, "new a mem=1G")
+	do(t, p, "world w1 lower="+t.TempDir())
 	do(t, p, "new b cpus=3 world=w1")
 	sdo(t, lookup(t, p, "b"), "pause")
 	do(t, p, "new c")
@@ -170,6 +171,7 @@ func TestStaleTempFile(t *testing.T) {
 func TestRecordFormat(t *testing.T) {
 	dir := t.TempDir()
 	p, _ := openPlane(t, dir, newFakeRuntime())
+	do(t, p, "world w lower="+t.TempDir())
 	do(t, p, "new t1 template=py mem=512M cpus=2 world=w timeout=10m")
 	b, err := os.ReadFile(filepath.Join(dir, "sandboxes", "t1.json"))
 	if err != nil {

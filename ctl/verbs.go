@@ -135,7 +135,8 @@ Errors: EINVAL an unsafe-rw world; EIO the files could not be changed.`,
 		Min:   0, Max: 0,
 		Doc: `Removes the world: it disappears from /worlds and its directory, the
 upper with its changes included, is deleted. The lower is untouched.
-Errors: ENOENT removed already; EIO the files could not be removed.`,
+Errors: ENOENT removed already; EBUSY a sandbox that is not dead has it
+attached (kill it first); EIO the files could not be removed.`,
 		Run: handler{world: (*Plane).worldRm},
 	},
 }

@@ -137,6 +137,22 @@ func (p *Plane) backendLocked(e *worldEntry) (WorldBackend, error) {
 	return b, nil
 }
 
+// mayUseWorld checks that a sandbox of owner o may attach world name
+// ("" for none): it exists and is o's (or o is root).
+func (p *Plane) mayUseWorld(verb, name string, o cred.Owner) error {
+	if name == "" {
+		return nil
+	}
+	wi, err := p.LookupWorld(name)
+	if err != nil {
+		return errNoWorld(verb, name)
+	}
+	if o.UID != 0 && o.UID != wi.Owner.UID {
+		return Errorf(syscall.EPERM, "%s: world %s belongs to uid %d", verb, msg.Cite(name), wi.Owner.UID)
+	}
+	return nil
+}
+
 // ctlWorld creates a world (world on /ctl). The writer must be able to
 // read the lower (mayRead), and the world is theirs.
 func (p *Plane) ctlWorld(ctx context.Context, c Command, v *Verb) (string, error) {
@@ -285,6 +301,11 @@ func (p *Plane) worldRebase(_ context.Context, c Command, v *Verb) (string, erro
 // worldRm removes the world: its data is closed, its directory (upper
 // included) deleted.
 func (p *Plane) worldRm(_ context.Context, c Command, v *Verb) (string, error) {
+	for _, s := range p.Sandboxes() {
+		if s.Config().World == c.World && s.State() != StateDead {
+			return "", Errorf(syscall.EBUSY, "%s: world %s is attached to sandbox %s (kill it first)", v.Name, msg.Cite(c.World), msg.Cite(s.ID()))
+		}
+	}
 	p.wr.mu.Lock()
 	defer p.wr.mu.Unlock()
 	e, ok := p.wr.worlds[c.World]

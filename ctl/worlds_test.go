@@ -147,3 +147,40 @@ func TestWorldAccess(t *testing.T) {
 		t.Errorf("bob's rm of alice's world: %v", err)
 	}
 }
+
+// TestWorldAttach: a sandbox may attach only an existing world of its
+// owner's.
+func TestWorldAttach(t *testing.T) {
+	p, _ := openPlane(t, t.TempDir(), newFakeRuntime())
+	lower := t.TempDir()
+	if err := os.Chmod(filepath.Dir(lower), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(lower, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ctl(ctx(t), []byte("new a world=nosuch")); Errno(err) != syscall.ENOENT {
+		t.Errorf("unknown world: %v", err)
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("world wa lower="+lower)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ctl(as(t, bob), []byte("new b world=wa")); Errno(err) != syscall.EPERM {
+		t.Errorf("bob attaching alice's world: %v", err)
+	}
+	if len(p.Sandboxes()) != 0 {
+		t.Errorf("refused sandboxes listed: %v", ids(p))
+	}
+	do(t, p, "new r world=wa") // root may
+	if _, err := p.Ctl(as(t, alice), []byte("new c world=wa")); err != nil {
+		t.Errorf("alice: %v", err)
+	}
+	if _, err := p.WorldCtl(ctx(t), "wa", []byte("rm")); Errno(err) != syscall.EBUSY {
+		t.Errorf("rm of an attached world: %v, want EBUSY", err)
+	}
+	do(t, p, "kill r")
+	do(t, p, "kill c")
+	if _, err := p.WorldCtl(ctx(t), "wa", []byte("rm")); err != nil {
+		t.Errorf("rm after kill: %v", err)
+	}
+}

@@ -67,6 +67,20 @@ func TestEscape(t *testing.T) {
 	}
 }
 
+// TestLowerLink: a lower path through a symbolic link is refused (the
+// daemon resolves it once, when the world is made).
+func TestLowerLink(t *testing.T) {
+	lower := newLower(t)
+	link := filepath.Join(t.TempDir(), "l")
+	must(t, os.Symlink(lower, link))
+	if w, err := Open(link, t.TempDir(), Overlay); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("Open through a link: %v, want ELOOP", err)
+		if w != nil {
+			w.Close()
+		}
+	}
+}
+
 // TestCopyUpDoesNotBlock: while a large file is being copied up, other
 // operations on the world go on.
 func TestCopyUpDoesNotBlock(t *testing.T) {

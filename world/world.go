@@ -67,8 +67,9 @@ type World struct {
 	copyHook            func()       // tests: called after a copy-up's first chunk
 }
 
-// Open opens the world kept in dir over lower, creating dir's layout
-// the first time, and tidies what a killed Discard or Apply left.
+// Open opens the world kept in dir over lower (an absolute path without
+// symbolic links: ELOOP otherwise), creating dir's layout the first
+// time, and tidies what a killed Discard left.
 func Open(lower, dir string, mode Mode) (*World, error) {
 	w := &World{dir: dir, mode: mode, lower: -1, upper: -1, work: -1, inflight: map[string]chan struct{}{}}
 	if err := w.open(lower); err != nil {
@@ -80,7 +81,13 @@ func Open(lower, dir string, mode Mode) (*World, error) {
 
 func (w *World) open(lower string) error {
 	var err error
-	if w.lower, err = unix.Open(lower, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+	// No symbolic link on the way (the daemon resolved them when the
+	// world was made): one swapped in since cannot redirect the world.
+	w.lower, err = unix.Openat2(unix.AT_FDCWD, lower, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
 		return fmt.Errorf("lower %q: %w", lower, err)
 	}
 	if w.mode == UnsafeRW {

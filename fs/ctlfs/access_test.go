@@ -89,6 +89,22 @@ var attacks = []struct {
 	{"member", "new-from-victims", "write", "ctl", "new stolen-TRANSPORT from=vsnap-TRANSPORT", "EPERM"},
 	{"member", "clone", "write", "sandboxes/victim-TRANSPORT/ctl", "clone 2", "EACCES"},
 	{"member", "snap-rm", "write", "snapshots/vsnap-TRANSPORT/ctl", "rm", "EACCES"},
+	// The victim's world vworld-TRANSPORT over BASE/vlower: its name is
+	// listed, nothing more; nobody makes a world over a directory they
+	// may not read (BASE/rootonly is root's, 0700).
+	{"outsider", "list-worlds", "list", "worlds", "", "ok"},
+	{"outsider", "world-lower", "read", "worlds/vworld-TRANSPORT/lower", "", "EACCES"},
+	{"outsider", "world-fs", "read", "worlds/vworld-TRANSPORT/fs/secret", "", "EACCES"},
+	{"outsider", "world-upper", "list", "worlds/vworld-TRANSPORT/upper", "", "EACCES"},
+	{"outsider", "world-plant", "create", "worlds/vworld-TRANSPORT/fs/planted", "", "EACCES"},
+	{"outsider", "world-apply", "write", "worlds/vworld-TRANSPORT/ctl", "apply force", "EACCES"},
+	{"outsider", "world-new", "write", "ctl", "world evil lower=BASE/vlower", "EACCES"},
+	{"member", "world-rootonly", "write", "ctl", "world evil-TRANSPORT lower=BASE/rootonly", "EACCES"},
+	{"member", "world-own", "write", "ctl", "world mw-TRANSPORT lower=BASE/vlower", "ok"},
+	{"member", "world-own-fs", "read", "worlds/mw-TRANSPORT/fs/secret", "", "ok"},
+	{"member", "world-fs", "read", "worlds/vworld-TRANSPORT/fs/secret", "", "EACCES"},
+	{"member", "world-attach", "write", "ctl", "new stolenw-TRANSPORT world=vworld-TRANSPORT", "EPERM"},
+	{"member", "world-rm", "write", "worlds/vworld-TRANSPORT/ctl", "rm", "EACCES"},
 }
 
 // TestAttackOtherUser: an unprivileged uid writes ctl files and reads
@@ -124,6 +140,18 @@ func TestAttackOtherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	p.SetWorldOpener(ctlfs.OpenWorld)
+	for d, mode := range map[string]os.FileMode{"vlower": 0o755, "rootonly": 0o700} {
+		if err := os.Mkdir(filepath.Join(base, d), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(base, d), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "vlower", "secret"), []byte("lower secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tree := ctlfs.New(p, nil)
 	tree.SetGroup(creators)
 
@@ -187,6 +215,9 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *ctlfs.T
 	if err := vsbCtl(p, id, "snapshot vsnap-"+transport); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := p.Ctl(cred.With(context.Background(), victim), []byte("world vworld-"+transport+" lower="+filepath.Join(base, "vlower"))); err != nil {
+		t.Fatal(err)
+	}
 	agentRoot := rt.agent(id).root
 	const secret = "the victim's secret\n"
 	if err := os.WriteFile(filepath.Join(agentRoot, "secret"), []byte(secret), 0o644); err != nil {
@@ -204,7 +235,7 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *ctlfs.T
 			if a.who != who {
 				continue
 			}
-			path, arg := strings.ReplaceAll(a.path, "TRANSPORT", transport), strings.ReplaceAll(a.arg, "TRANSPORT", transport)
+			path, arg := strings.ReplaceAll(a.path, "TRANSPORT", transport), strings.ReplaceAll(strings.ReplaceAll(a.arg, "TRANSPORT", transport), "BASE", base)
 			if r, ok := got[a.name]; !ok {
 				t.Errorf("%s %s: no result", who, a.name)
 			} else if r != a.want {
@@ -225,6 +256,19 @@ func attackOtherUser(t *testing.T, p *ctl.Plane, rt *agentRuntime, tree *ctlfs.T
 	}
 	if si, err := p.LookupSnapshot("vsnap-" + transport); err != nil || len(p.Snapshots()) != map[string]int{"fuse": 1, "9p": 2}[transport] {
 		t.Errorf("victim's snapshot: %+v, %v; snapshots %v; want it, and no other", si, err, p.Snapshots())
+	}
+	if wi, err := p.LookupWorld("vworld-" + transport); err != nil || wi.Owner != victim.Owner() {
+		t.Errorf("victim's world: %+v, %v", wi, err)
+	} else if wb, err := p.World(wi.Name); err != nil {
+		t.Error(err)
+	} else if d, err := wb.Diff(); err != nil || d != "" {
+		t.Errorf("victim's world changed: %q, %v", d, err)
+	}
+	if wi, err := p.LookupWorld("mw-" + transport); err != nil || wi.Owner != member.Owner() {
+		t.Errorf("the member's world: %+v, %v", wi, err)
+	}
+	if _, err := p.LookupWorld("evil-" + transport); err == nil {
+		t.Error("a world over root's 0700 directory was made")
 	}
 	if mine, err := p.Lookup("mine-" + transport); err != nil || mine.Owner() != member.Owner() {
 		t.Errorf("the member's sandbox: %v; want it, owned by %+v", err, member.Owner())
@@ -319,7 +363,7 @@ func TestHelperAttacker(t *testing.T) {
 		if a.who != who {
 			continue
 		}
-		p, arg := strings.ReplaceAll(a.path, "TRANSPORT", transport), strings.ReplaceAll(a.arg, "TRANSPORT", transport)
+		p, arg := strings.ReplaceAll(a.path, "TRANSPORT", transport), strings.ReplaceAll(strings.ReplaceAll(a.arg, "TRANSPORT", transport), "BASE", base)
 		var err error
 		switch a.op {
 		case "read":

@@ -19,6 +19,7 @@
 //	/snapshots/                   snapshotsDir   every snapshot; it outlives its sandbox
 //	/snapshots/<snap>/info        snapInfoFile   one line, fixed field order
 //	/snapshots/<snap>/ctl         snapCtlFile    verbs (rm); read: its id
+//	/worlds/, <id>/worlds/        worldsDir      every world; the one attached to the sandbox
 //	/worlds/<w>/                  worldTable     a world: ctl lower fs/ upper/ diff status (worlds.go)
 //	/templates/                   fs.EmptyDir    (registry to come)
 //

@@ -17,5 +17,5 @@ var rootTable = sfs.Table[*Tree]{
 	{Name: "sandboxes", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &sandboxesDir{t: t, mode: m} }},
 	{Name: "templates", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return sfs.EmptyDir{Mode: m} }},
 	{Name: "snapshots", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &snapshotsDir{plane: t.plane, mode: m} }},
-	{Name: "worlds", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &worldsDir{t: t, mode: m} }},
+	{Name: "worlds", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &worldsDir{p: t.plane, mode: m} }},
 }

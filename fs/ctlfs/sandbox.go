@@ -25,4 +25,5 @@ var sandboxTable = sfs.Table[*ctl.Sandbox]{
 	{Name: "fs", Mode: iofs.ModeDir | 0o700, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return newGuestBind(s, "fs", m) }},
 	{Name: "console", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &consoleFile{sb: s, mode: m} }},
 	{Name: "snapshots", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &snapshotsDir{plane: s.Plane(), sb: s, mode: m} }},
+	{Name: "worlds", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &worldsDir{p: s.Plane(), sb: s, mode: m} }},
 }

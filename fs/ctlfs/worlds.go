@@ -4,19 +4,24 @@ import (
 	"bytes"
 	"context"
 	iofs "io/fs"
+	"slices"
 	"strings"
+	"syscall"
 
 	sfs "sandfs/fs"
 	"sandfs/world"
 
 	"sandfs/ctl"
+	"sandfs/ctl/msg"
 )
 
-// worldsDir serves /worlds/: one directory per world, by name. Anyone
-// who may list it sees the names; a world's own directory is its
-// owner's alone (0500).
+// worldsDir serves /worlds/ (every world: one directory per world, by
+// name) and /sandboxes/<id>/worlds/ (sb set: the world attached to that
+// sandbox, the same directory). Anyone who may list it sees the names; a
+// world's own directory is its owner's alone (0500).
 type worldsDir struct {
-	t    *Tree
+	p    *ctl.Plane
+	sb   *ctl.Sandbox // nil: every world
 	mode iofs.FileMode
 }
 
@@ -29,17 +34,23 @@ func (d *worldsDir) Stat(context.Context) (sfs.Attr, error) {
 
 // Lookup implements fs.Dir.Lookup.
 func (d *worldsDir) Lookup(_ context.Context, name string) (sfs.Node, error) {
-	wi, err := d.t.plane.LookupWorld(name)
+	if d.sb != nil && d.sb.Config().World != name {
+		return nil, ctl.Errorf(syscall.ENOENT, "lookup: no world %s attached to sandbox %s", msg.Cite(name), msg.Cite(d.sb.ID()))
+	}
+	wi, err := d.p.LookupWorld(name)
 	if err != nil {
 		return nil, err
 	}
 	o := wi.Owner
-	return worldTable.Dir(worldNode{d.t, wi}, 0o500, &o), nil
+	return worldTable.Dir(worldNode{d.p, wi}, 0o500, &o), nil
 }
 
 // List implements fs.Dir.List.
 func (d *worldsDir) List(context.Context) ([]sfs.Dirent, error) {
-	wis := d.t.plane.Worlds()
+	wis := d.p.Worlds()
+	if d.sb != nil {
+		wis = slices.DeleteFunc(wis, func(wi ctl.WorldInfo) bool { return wi.Name != d.sb.Config().World })
+	}
 	out := make([]sfs.Dirent, len(wis))
 	for i, wi := range wis {
 		out[i] = sfs.Dirent{Name: wi.Name, Mode: iofs.ModeDir}
@@ -49,7 +60,7 @@ func (d *worldsDir) List(context.Context) ([]sfs.Dirent, error) {
 
 // worldNode is the value a world's directory serves.
 type worldNode struct {
-	t  *Tree
+	p  *ctl.Plane
 	wi ctl.WorldInfo
 }
 
@@ -89,10 +100,7 @@ func (f *worldCtl) Stat(context.Context) (sfs.Attr, error) { return sfs.FileAttr
 func (f *worldCtl) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
 	n := f.n
 	return newReplyHandle(func(ctx context.Context, m []byte) (string, bool, error) {
-		reply, err := n.t.plane.WorldCtl(ctx, n.wi.Name, m)
-		if err != nil {
-			n.t.fail(err)
-		}
+		reply, err := n.p.WorldCtl(ctx, n.wi.Name, m) // a failure's text goes to /err
 		return reply, reply != "", err
 	}, func(_ context.Context, b *bytes.Buffer) error {
 		b.WriteString(n.wi.Name + "\n")
@@ -118,7 +126,7 @@ func worldLowerFile(n worldNode, mode iofs.FileMode) sfs.Node {
 //	added new.txt
 func worldDiffFile(n worldNode, mode iofs.FileMode) sfs.Node {
 	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
-		wb, err := n.t.plane.World(n.wi.Name)
+		wb, err := n.p.World(n.wi.Name)
 		if err != nil {
 			return err
 		}
@@ -135,7 +143,7 @@ func worldDiffFile(n worldNode, mode iofs.FileMode) sfs.Node {
 //	w1 mode=overlay owner=1000 created=1764423000 lower=/home/alice/project changes=3 copying=0/0
 func worldStatusFile(n worldNode, mode iofs.FileMode) sfs.Node {
 	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
-		wb, err := n.t.plane.World(n.wi.Name)
+		wb, err := n.p.World(n.wi.Name)
 		if err != nil {
 			return err
 		}
@@ -148,7 +156,7 @@ func worldStatusFile(n worldNode, mode iofs.FileMode) sfs.Node {
 // read-only directory (world.World.UpperView), whiteouts included. An
 // unsafe-rw world's is empty.
 func worldUpperDir(n worldNode, mode iofs.FileMode) sfs.Node {
-	wb, err := n.t.plane.World(n.wi.Name)
+	wb, err := n.p.World(n.wi.Name)
 	if err != nil {
 		return errNode{err}
 	}
@@ -167,7 +175,7 @@ func worldUpperDir(n worldNode, mode iofs.FileMode) sfs.Node {
 // and its upper (package world), read and write, each file showing its
 // own owner and mode (the guest mounts the same nodes at /workspace).
 func worldFSDir(n worldNode, mode iofs.FileMode) sfs.Node {
-	wb, err := n.t.plane.World(n.wi.Name)
+	wb, err := n.p.World(n.wi.Name)
 	if err != nil {
 		return errNode{err}
 	}
@@ -237,4 +245,3 @@ func (b *worldBackend) Status() string {
 
 // Close implements ctl.WorldBackend.Close.
 func (b *worldBackend) Close() error { return b.w.Close() }
-
