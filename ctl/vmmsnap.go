@@ -60,13 +60,18 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	if err := m.p.CloneDisk(ctx, 0, filepath.Join(m.work, layer)); err != nil {
 		return SnapshotStats{}, err
 	}
-	for _, f := range []struct{ src, dst string }{
-		{filepath.Join(workSnaps, id, snapshot.MetaFile), snapshot.MetaFile},
-		{filepath.Join(workSnaps, id, snapshot.MemFile), snapshot.MemFile},
-		{layer, entryLayer},
-		{layer + ".map", entryLayer + ".map"},
+	// The memory stays in the VMM's store too (the chain of its next
+	// delta); the layer is moved out.
+	for _, f := range []struct {
+		src, dst string
+		move     bool
+	}{
+		{filepath.Join(workSnaps, id, snapshot.MetaFile), snapshot.MetaFile, false},
+		{filepath.Join(workSnaps, id, snapshot.MemFile), snapshot.MemFile, false},
+		{layer, entryLayer, true},
+		{layer + ".map", entryLayer + ".map", true},
 	} {
-		if err := importFile(m.work, f.src, filepath.Join(dir, f.dst), m.uid); err != nil {
+		if err := importFile(m.work, f.src, filepath.Join(dir, f.dst), m.uid, f.move); err != nil {
 			return SnapshotStats{}, Errorf(syscall.EIO, "import %s: %v", msg.Cite(f.src), err)
 		}
 	}
@@ -93,17 +98,25 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 // (the VMM can no longer change it). rel is resolved beneath work without
 // following any symlink; it must be a regular file with one link, owned
 // by uid (0: an unjailed VMM, the daemon's own user; then nothing is
-// chowned).
-func importFile(work, rel, dst string, uid int) error {
+// chowned). With move, rel is then unlinked from its directory.
+func importFile(work, rel, dst string, uid int, move bool) error {
 	wfd, err := unix.Open(work, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(wfd)
-	fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	beneath := func(p string, flags uint64) (int, error) {
+		return unix.Openat2(wfd, p, &unix.OpenHow{
+			Flags:   flags | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+	}
+	dfd, err := beneath(filepath.Dir(rel), unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat(dfd, filepath.Base(rel), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -132,7 +145,11 @@ func importFile(work, rel, dst string, uid int) error {
 	if errors.Is(err, unix.ENOENT) { // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH
 		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
 	}
-	return err
+	if err != nil || !move {
+		return err
+	}
+	// In the VMM's own directory, whatever the name now is.
+	return unix.Unlinkat(dfd, filepath.Base(rel), 0)
 }
 
 // Restore implements SnapshotRestorer: s's run directory gets a fresh

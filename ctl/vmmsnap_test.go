@@ -37,22 +37,37 @@ func TestImportFile(t *testing.T) {
 		}
 	}
 	dst := filepath.Join(out, "imported")
-	if err := importFile(work, "ok", dst, 0); err != nil {
+	if err := importFile(work, "ok", dst, 0, false); err != nil {
 		t.Fatalf("importFile(ok) = %v", err)
 	}
 	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("imported file: %v, %v; want mode 0644", fi, err)
 	}
+	write("moved")
+	if err := importFile(work, "dir/../moved", filepath.Join(out, "moved"), 0, true); err != nil {
+		t.Fatalf("importFile(moved) = %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(work, "moved")); err == nil {
+		t.Errorf("a moved file is still in the work directory")
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "moved")); err != nil || string(b) != "moved" {
+		t.Errorf("moved file: %q, %v", b, err)
+	}
 	for _, rel := range []string{"twice", "link", "dirlink/secret", "../" + filepath.Base(out) + "/secret", "dir", "missing"} {
-		if err := importFile(work, rel, filepath.Join(out, "bad"), 0); err == nil {
+		if err := importFile(work, rel, filepath.Join(out, "bad"), 0, true); err == nil {
 			t.Errorf("importFile(%q) = nil; want refused", rel)
 		}
 	}
-	if err := importFile(work, "dir/../ok", filepath.Join(out, "bad"), os.Getuid()+1); err == nil {
+	if err := importFile(work, "dir/../ok", filepath.Join(out, "bad"), os.Getuid()+1, false); err == nil {
 		t.Errorf("importFile of a file of another uid = nil; want refused")
 	}
 	if _, err := os.Lstat(filepath.Join(out, "bad")); err == nil {
 		t.Errorf("a refused import left a file")
+	}
+	for _, f := range []string{secret, filepath.Join(work, "twice"), filepath.Join(work, "link")} {
+		if _, err := os.Lstat(f); err != nil {
+			t.Errorf("a refused move removed %s: %v", f, err)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package guestlab
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,10 @@ func TestSnapshotRollback(t *testing.T) {
 		t.Errorf("s2 info %q; want a delta over s1", got)
 	}
 	t.Logf("snapshots: %s | %s", info("s1"), info("s2"))
+	// The frozen layers were moved out of the VMM's work directory.
+	if ents, err := os.ReadDir(filepath.Join(filepath.Dir(d.mnt), "st", "run", "a", "work", "snapdisk")); err != nil || len(ents) != 0 {
+		t.Errorf("a's work/snapdisk: %v, %v; want empty", ents, err)
+	}
 	if ls := d.mustSh(t, "ls sandboxes/a/snapshots"); ls != "s1\ns2\n" {
 		t.Errorf("ls sandboxes/a/snapshots = %q", ls)
 	}
