@@ -17,11 +17,12 @@
 //     Errno(err) maps any error for the transports. Text is
 //     `verb: reason "input"`.
 //     EINVAL malformed/unknown/bad value, EBUSY wrong state (the text
-//     names the state needed), ENOENT no such sandbox, EEXIST name taken,
-//     E2BIG message too long, ENODEV no runtime configured, ENOTSUP not
-//     supported yet, ECANCELED a sandbox killed while its new/start was
-//     creating it, EINTR/ETIMEDOUT the caller's context ended, EIO
-//     anything unexpected (logged at error level).
+//     names the state needed), ENOENT no such sandbox (or snapshot,
+//     world), EEXIST name taken, E2BIG message too long, ENODEV no
+//     runtime configured, ENOTSUP not supported yet, ECANCELED a sandbox
+//     killed while its new/start was creating it, ESTALE a snapshot over
+//     a template image rebuilt since, EINTR/ETIMEDOUT the caller's
+//     context ended, EIO anything unexpected (logged at error level).
 //   - The Plane (plane.go) and its Sandboxes (sandbox.go): lifecycle,
 //     status lines, err texts, wait/notification.
 //   - Persistence (store.go): <stateDir>/sandboxes/<id>.json, one record
