@@ -132,6 +132,14 @@ func (s *Sandbox) create(ctx context.Context, spec Spec) {
 	}
 	s.attach(m)
 	s.lastSnap = spec.From
+	if s.state != StateStopping {
+		if err := s.attachWorld(ctx, m); err != nil {
+			p.log.Warn("sandbox's world not attached", "sandbox", s.id, "err", err)
+			m.Stop(context.Background())
+			s.die(errText(err), err)
+			return
+		}
+	}
 	if s.state == StateStopping { // killed while creating
 		if err := m.Stop(context.Background()); err != nil {
 			p.log.Error("cannot stop machine of sandbox killed while creating", "sandbox", s.id, "err", err)

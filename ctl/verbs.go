@@ -202,7 +202,9 @@ Errors: EINVAL bad count; EBUSY not in state new.`,
 		Usage: "world <name>",
 		Min:   1, Max: 1,
 		Needs: []State{StateNew}, NeedsWhy: "configure before start",
-		Doc: `Attaches world name at /workspace when the sandbox starts.
+		Doc: `Attaches world name at /workspace when the sandbox starts (the world
+must exist and be the owner's; start fails with ENOENT or EPERM
+otherwise; root may attach any).
 Required state: new.
 Errors: EBUSY not in state new.`,
 		Run: handler{check: checkConfig, sandbox: (*Sandbox).configure},

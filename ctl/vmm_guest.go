@@ -3,6 +3,8 @@ package ctl
 import (
 	"context"
 	"net"
+	"os"
+	"strconv"
 	"syscall"
 
 	"sandfs/vmm/virtio/vsock/hybrid"
@@ -11,6 +13,7 @@ import (
 var (
 	_ GuestDialer   = (*vmmMachine)(nil)
 	_ ConsolePather = (*vmmMachine)(nil)
+	_ GuestListener = (*vmmMachine)(nil)
 )
 
 // DialGuest implements GuestDialer: the hybrid vsock handshake on the
@@ -20,6 +23,30 @@ func (m *vmmMachine) DialGuest(ctx context.Context, port uint32) (net.Conn, erro
 		return nil, Errorf(syscall.ENOTSUP, "guest: machine has no vsock")
 	}
 	return hybrid.Dial(ctx, m.uds, port)
+}
+
+// ListenGuest implements GuestListener: the hybrid vsock convention,
+// the VMM connects a guest's connection to host port port to the unix
+// socket "<uds>_<port>" (vmm/virtio/vsock/doc.go), which the VMM's uid
+// may connect to.
+func (m *vmmMachine) ListenGuest(port uint32) (net.Listener, error) {
+	path := m.uds + "_" + strconv.FormatUint(uint64(port), 10)
+	os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if m.uid != 0 {
+		if err := os.Chown(path, m.uid, m.uid); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // ConsolePath implements ConsolePather.

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +30,9 @@ type WorldBackend interface {
 	Rebase() (int, error)
 	// Status is the end of the world's status line: more key=value fields.
 	Status() string
+	// ServeConn serves the world's union on c (9P2000.L) to a client
+	// taken for who, until c or ctx ends: a guest's /workspace.
+	ServeConn(ctx context.Context, c net.Conn, who cred.Cred)
 	Close() error
 }
 

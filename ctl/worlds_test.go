@@ -1,12 +1,16 @@
 package ctl
 
 import (
+	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"sandfs/ctl/cred"
 )
 
 // fakeWorld is a WorldBackend that records the calls made to it.
@@ -29,6 +33,9 @@ func (f *fakeWorld) Discard() error       { f.calls = append(f.calls, "discard")
 func (f *fakeWorld) Rebase() (int, error) { f.calls = append(f.calls, "rebase"); return 2, nil }
 func (f *fakeWorld) Status() string       { return "changes=1" }
 func (f *fakeWorld) Close() error         { f.closed = true; return nil }
+func (f *fakeWorld) ServeConn(_ context.Context, c net.Conn, _ cred.Cred) {
+	c.Close()
+}
 
 // worldsOpener opens fakeWorlds, kept by directory.
 func worldsOpener(opened map[string]*fakeWorld) WorldOpener {

@@ -21,6 +21,7 @@ type sysOps struct {
 	setHostname func(string) error
 	network     func(Config) error
 	addEntropy  func([]byte) error
+	workspace   func(port uint32) error
 }
 
 func realSysOps(etcRoot string) sysOps {
@@ -29,6 +30,7 @@ func realSysOps(etcRoot string) sysOps {
 		setHostname: func(h string) error { return SetHostname(Config{Hostname: h}, etcRoot) },
 		network:     func(c Config) error { return Network(c, etcRoot) },
 		addEntropy:  AddEntropy,
+		workspace:   MountWorkspace,
 	}
 }
 
@@ -80,6 +82,15 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 				return err
 			}
 			return s.sys.addEntropy(b)
+		}},
+	{Name: "workspace", Usage: "workspace PORT", Min: 1, Max: 1,
+		Doc: "mount the sandbox's world, served by the host on vsock PORT, at /workspace (9p, trans=fd).",
+		Run: func(s *Server, a []string) error {
+			port, err := strconv.ParseUint(a[0], 10, 32)
+			if err != nil || port == 0 {
+				return msg.Errorf(syscall.EINVAL, "workspace: bad port %s", msg.Cite(a[0]))
+			}
+			return s.sys.workspace(uint32(port))
 		}},
 	{Name: "dns", Usage: "dns IP...", Min: 1, Max: 8,
 		Doc: "write /etc/resolv.conf with these name servers.",

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,15 +32,19 @@ func TestAgentCtl(t *testing.T) {
 			}())
 			return nil
 		},
+		workspace: func(port uint32) error { got = append(got, "workspace "+strconv.Itoa(int(port))); return nil },
 	}
 	_, root := ts.dial()
 	ctl := openFile(t, root, "ctl", p9.ReadWrite)
-	for _, m := range []string{"time 1700000000000000001", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2", "dns 1.1.1.1 9.9.9.9"} {
+	for _, m := range []string{"time 1700000000000000001", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2", "dns 1.1.1.1 9.9.9.9", "workspace 565"} {
 		mustWrite(t, ctl, m)
 	}
-	want := []string{"clock 2023-11-14T22:13:20.000000001Z", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2 ", "net  - <nil> 1.1.1.1,9.9.9.9"}
+	want := []string{"clock 2023-11-14T22:13:20.000000001Z", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2 ", "net  - <nil> 1.1.1.1,9.9.9.9", "workspace 565"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("applied %q, want %q", got, want)
+	}
+	if err := write(ctl, "workspace 0"); !errors.Is(err, linux.EINVAL) {
+		t.Errorf("workspace 0: %v", err)
 	}
 	if err := write(ctl, "time yesterday"); !errors.Is(err, linux.EINVAL) {
 		t.Errorf("bad time: %v", err)

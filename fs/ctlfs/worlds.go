@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	iofs "io/fs"
+	"net"
 	"slices"
 	"strings"
 	"syscall"
 
 	sfs "sandfs/fs"
+	"sandfs/fs/ninep"
 	"sandfs/world"
 
 	"sandfs/ctl"
+	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
 )
 
@@ -241,6 +244,17 @@ func (b *worldBackend) Status() string {
 		return "changes=? copying=0/0"
 	}
 	return s
+}
+
+// ServeConn implements ctl.WorldBackend.ServeConn: the union's root
+// served by a 9P server of its own, as who.
+func (b *worldBackend) ServeConn(ctx context.Context, c net.Conn, who cred.Cred) {
+	root, err := b.w.Root()
+	if err != nil {
+		c.Close()
+		return
+	}
+	ninep.NewServer(root, nil).ServeConnAs(ctx, c, who)
 }
 
 // Close implements ctl.WorldBackend.Close.

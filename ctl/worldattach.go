@@ -1,0 +1,101 @@
+package ctl
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"syscall"
+
+	"github.com/hugelgupf/p9/p9"
+
+	"sandfs/ctl/cred"
+	"sandfs/ctl/msg"
+	"sandfs/vmm/virtio/vsock/hybrid"
+)
+
+// WorldPort is the host vsock port a guest connects to for its world:
+// the daemon serves the world there (9P2000.L) and the agent mounts it
+// at /workspace ("workspace <port>" on the agent's ctl).
+const WorldPort = 565
+
+// GuestListener is optionally implemented by a Machine whose guest can
+// connect to the host: ListenGuest returns a listener for the guest's
+// connections to host vsock port port. Closing it stops listening.
+type GuestListener interface {
+	ListenGuest(port uint32) (net.Listener, error)
+}
+
+// attachWorld serves s's world (if any) to m's guest and has its agent
+// mount it at /workspace. The world's connections are served as the
+// sandbox's owner; the listener closes when the machine ends. A machine
+// that takes no guest connections (the unit tests' fakes), or a plane
+// without world data (no WorldOpener), gets no /workspace.
+func (s *Sandbox) attachWorld(ctx context.Context, m Machine) error {
+	name := s.Config().World
+	gl, ok := m.(GuestListener)
+	if name == "" || !ok {
+		return nil
+	}
+	b, err := s.p.World(name)
+	if Errno(err) == syscall.ENODEV {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	l, err := gl.ListenGuest(WorldPort)
+	if err != nil {
+		return Errorf(syscall.EIO, "world: listen: %v", err)
+	}
+	who := cred.Cred{UID: s.owner.UID, GID: s.owner.GID}
+	go func() { <-m.Done(); l.Close() }()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go b.ServeConn(s.p.ctx, c, who)
+		}
+	}()
+	return msg.Prefix("world", agentSay(ctx, m, "workspace "+strconv.Itoa(WorldPort)))
+}
+
+// agentSay writes one message to the agent's ctl of m's guest.
+func agentSay(ctx context.Context, m Machine, message string) error {
+	d, ok := m.(GuestDialer)
+	if !ok {
+		return Errorf(syscall.ENOTSUP, "the machine has no guest agent")
+	}
+	ctx, cancel := context.WithTimeout(ctx, agentWait)
+	defer cancel()
+	c, err := d.DialGuest(ctx, hybrid.AgentPort)
+	if err != nil {
+		return Errorf(Errno(err), "agent: %v", err)
+	}
+	dl, _ := ctx.Deadline()
+	c.SetDeadline(dl)
+	cl, err := p9.NewClient(c, p9.WithMessageSize(64<<10))
+	if err != nil {
+		c.Close()
+		return Errorf(syscall.EIO, "agent: %v", err)
+	}
+	defer cl.Close()
+	root, err := cl.Attach("/")
+	if err != nil {
+		return Errorf(Errno(err), "agent: %v", err)
+	}
+	defer root.Close()
+	_, f, err := root.Walk([]string{"ctl"})
+	if err != nil {
+		return Errorf(Errno(err), "agent: %v", err)
+	}
+	defer f.Close()
+	if _, _, err := f.Open(p9.WriteOnly); err != nil {
+		return Errorf(Errno(err), "agent: %v", err)
+	}
+	if _, err := f.WriteAt([]byte(message), 0); err != nil {
+		return Errorf(Errno(err), "agent: %v", err)
+	}
+	return nil
+}
