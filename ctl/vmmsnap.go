@@ -52,6 +52,11 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 		// Its first snapshot since the template restore.
 		over, base = filepath.Join(store, m.last), m.base
 	}
+	// What an earlier try of this name left (it was never listed: the
+	// registry reserved the name) would make the VMM refuse it.
+	if err := removeBeneath(m.work, filepath.Join(workSnaps, id)); err != nil {
+		return SnapshotStats{}, Errorf(syscall.EIO, "removing what an earlier snapshot %s left: %v", msg.Cite(id), err)
+	}
 	if err := m.p.Snapshot(ctx, filepath.Join(store, id), over); err != nil {
 		return SnapshotStats{}, err
 	}
@@ -150,6 +155,49 @@ func importFile(work, rel, dst string, uid int, move bool) error {
 	}
 	// In the VMM's own directory, whatever the name now is.
 	return unix.Unlinkat(dfd, filepath.Base(rel), 0)
+}
+
+// removeBeneath removes rel under work, a directory of files or anything
+// that is not a directory, resolved as importFile does (no symlink is
+// followed; one at rel is removed itself). Absent is not an error.
+func removeBeneath(work, rel string) error {
+	wfd, err := unix.Open(work, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(wfd)
+	dfd, err := unix.Openat2(wfd, filepath.Dir(rel), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	name := filepath.Base(rel)
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+		return unix.Unlinkat(dfd, name, 0)
+	case err != nil:
+		return err
+	}
+	d := os.NewFile(uintptr(fd), name)
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := unix.Unlinkat(fd, n, 0); err != nil {
+			return fmt.Errorf("%s: %w", n, err)
+		}
+	}
+	return unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
 }
 
 // Restore implements SnapshotRestorer: s's run directory gets a fresh

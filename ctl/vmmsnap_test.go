@@ -145,3 +145,37 @@ func TestRestoreStaleImage(t *testing.T) {
 		t.Errorf("imageID of a rebuilt image = %s, the old one's", id2)
 	}
 }
+
+// TestRemoveBeneath removes a directory of files, a symlink (not what it
+// points to) and nothing outside the work directory.
+func TestRemoveBeneath(t *testing.T) {
+	work, out := t.TempDir(), t.TempDir()
+	keep := filepath.Join(out, "keep")
+	for _, err := range []error{
+		os.MkdirAll(filepath.Join(work, "s", "old"), 0o700),
+		os.WriteFile(filepath.Join(work, "s", "old", "meta"), nil, 0o600),
+		os.WriteFile(filepath.Join(work, "s", "old", "mem"), nil, 0o600),
+		os.MkdirAll(keep, 0o700),
+		os.WriteFile(filepath.Join(keep, "f"), nil, 0o600),
+		os.Symlink(keep, filepath.Join(work, "s", "link")),
+		os.Symlink(out, filepath.Join(work, "t")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rel := range []string{"s/old", "s/link", "s/absent", "absent/x"} {
+		if err := removeBeneath(work, rel); err != nil {
+			t.Errorf("removeBeneath(%q) = %v", rel, err)
+		}
+		if _, err := os.Lstat(filepath.Join(work, rel)); err == nil {
+			t.Errorf("%s still there", rel)
+		}
+	}
+	if err := removeBeneath(work, "t/keep"); err == nil {
+		t.Errorf("removeBeneath through a symlink = nil; want refused")
+	}
+	if _, err := os.Stat(filepath.Join(keep, "f")); err != nil {
+		t.Errorf("outside the work directory: %v", err)
+	}
+}
