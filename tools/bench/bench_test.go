@@ -40,6 +40,9 @@ func TestParseSmaps(t *testing.T) {
 	if pss != 12040 || anon != 920 {
 		t.Errorf("guestUse = %d, %d; want 12040, 920", pss, anon)
 	}
+	if bin, an := splitUse(ms, "/opt/sandfs/bin/sandfs"); bin != 1024 || an != 300 {
+		t.Errorf("splitUse = %d, %d; want 1024, 300", bin, an)
+	}
 	m := memUse{pss: 13364, guestPSS: pss, guestAnon: anon}
 	if m.beyond() != 13364-12040+920 {
 		t.Errorf("beyond = %d", m.beyond())

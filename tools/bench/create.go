@@ -80,17 +80,17 @@ func createTables(rs []*createResult) []*table {
 	t := &table{title: "Create from snapshot vs memory size (VMM process, c=1)",
 		head: []string{"guest RAM", "create: copy layer + restore + agent answers (median)", "min-max", "restore to vCPUs running (median)", "running to agent answering (median)", "template cold boot to agent"}}
 	m := &table{title: "Memory of an idle restored sandbox",
-		head: []string{"guest RAM", "VMM process PSS", "guest RAM mapping PSS", "guest private pages", "**PSS beyond guest RAM + private guest pages**"}}
+		head: []string{"guest RAM", "VMM process PSS", "guest RAM mapping PSS", "guest private pages", "**PSS beyond guest RAM + private guest pages**", "of the VMM: its binary", "of the VMM: anonymous (Go heap, stacks)", "private beyond guest RAM + private guest pages"}}
 	for _, r := range rs {
 		t.add(fmt.Sprintf("%d MiB", r.mem>>20), ms(r.total.median()), r.total.spread(), ms(r.running.median()), ms(r.agent.median()), ms(r.boot))
-		m.add(fmt.Sprintf("%d MiB", r.mem>>20), kib(r.use.pss), kib(r.use.guestPSS), kib(r.use.guestAnon), "**"+kib(r.use.beyond())+"**")
+		m.add(fmt.Sprintf("%d MiB", r.mem>>20), kib(r.use.pss), kib(r.use.guestPSS), kib(r.use.guestAnon), "**"+kib(r.use.beyond())+"**", kib(r.use.binPSS), kib(r.use.anonPSS), kib(r.use.uss))
 	}
 	if len(rs) >= 2 {
 		lo, hi := rs[0], rs[len(rs)-1]
 		t.notes = append(t.notes, fmt.Sprintf("**%d MiB / %d MiB: create %s, restore to running %s** (flat: within 10%% is ≤ 1.10).",
 			hi.mem>>20, lo.mem>>20, ratio(hi.total.median(), lo.total.median()), ratio(hi.running.median(), lo.running.median())))
 	}
-	m.notes = append(m.notes, "The guest RAM mapping is the snapshot's mem file, MAP_PRIVATE: its page cache is shared by every sandbox restored from it, so it is left out of one more sandbox's cost, except for the pages the guest copied (private, anonymous).")
+	m.notes = append(m.notes, "The guest RAM mapping is the snapshot's mem file, MAP_PRIVATE: its page cache is shared by every sandbox restored from it, so it is left out of one more sandbox's cost, except for the pages the guest copied (private, anonymous). The binary's pages are shared by every VMM (and the benchmark, the same binary): the private column counts only the pages no other process maps.")
 	out := []*table{t, m}
 	if q := qemuTable(rs); q != nil {
 		out = append(out, q)

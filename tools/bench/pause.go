@@ -20,6 +20,7 @@ type pauseResult struct {
 	diskPause, fullPause time.Duration // pause+delta+stop vs pause+full snapshot+stop
 	diskBytes, fullBytes int64
 	diskResume           time.Duration // restore from the delta to the agent answering
+	useC                 memUse        // one idle sandbox while all conc are alive
 }
 
 // parallel runs f(i) for i < n at once and returns the wall time and the
@@ -65,6 +66,10 @@ func (r *run) benchPause(ctx context.Context, t *template, conc int) (*pauseResu
 		return nil, err
 	}
 	r.progress("  %d restores at once: %s", conc, ms(res.create))
+	time.Sleep(r.idle)
+	if res.useC, err = readMemUse(sbs[0].p.Pid(), filepath.Join(t.snap(), snapshot.MemFile)); err != nil {
+		return nil, err
+	}
 	for i := 0; i < r.n; i++ {
 		start := now()
 		if err := sbs[0].p.Pause(ctx); err != nil {
@@ -138,6 +143,9 @@ func pauseTable(p *pauseResult, mem uint64) *table {
 	t.add("create from snapshot (to agent answering)", "see above", ms(p.create))
 	t.add("pause (vCPUs stopped, memory kept)", ms(p.pause1.median()), ms(p.pauseC))
 	t.add("resume (vCPUs running)", ms(p.resume1.median()), ms(p.resumeC))
+	u := p.useC
+	t.notes = append(t.notes, fmt.Sprintf("With the %d sandboxes alive and idle, one VMM's **PSS beyond guest RAM + private guest pages: %s** (its binary %s, anonymous %s; private beyond guest RAM + private guest pages %s).",
+		p.conc, kib(u.beyond()), kib(u.binPSS), kib(u.anonPSS), kib(u.uss)))
 	if p.diskPause > 0 {
 		t.add("pause to disk: pages dirtied since restore, then the process ends ("+mib(p.diskBytes)+")", ms(p.diskPause), "")
 		t.add("full-memory pause: full snapshot, then the process ends ("+mib(p.fullBytes)+")", ms(p.fullPause), "")

@@ -15,6 +15,9 @@ type memUse struct {
 	pss       int64 // the whole process
 	guestPSS  int64 // the guest RAM mappings (page cache of the snapshot shared with every sandbox of it, and private copies)
 	guestAnon int64 // the guest's private pages: copy-on-write copies of the snapshot's pages and new ones
+	uss       int64 // private pages beyond the guest mappings, plus guestAnon: what one more sandbox adds
+	binPSS    int64 // the VMM's executable's mappings
+	anonPSS   int64 // mappings without a path (Go heap, stacks)
 }
 
 // beyond is the process's PSS without its guest RAM mappings, plus the
@@ -90,6 +93,15 @@ func readMemUse(pid int, guestFile string) (memUse, error) {
 		return m, err
 	}
 	m.guestPSS, m.guestAnon = guestUse(all, guestFile)
+	priv := func(x mapping) int64 { return x.fields["Private_Clean"] + x.fields["Private_Dirty"] }
+	m.uss = priv(roll[0]) + m.guestAnon
+	for _, x := range all {
+		if x.path == guestFile {
+			m.uss -= priv(x)
+		}
+	}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	m.binPSS, m.anonPSS = splitUse(all, exe)
 	return m, nil
 }
 
@@ -103,4 +115,18 @@ func guestUse(ms []mapping, file string) (pss, anon int64) {
 		}
 	}
 	return pss, anon
+}
+
+// splitUse sums the PSS KiB of the mappings of file exe and of the
+// mappings without a path (anonymous memory).
+func splitUse(ms []mapping, exe string) (bin, anon int64) {
+	for _, x := range ms {
+		switch x.path {
+		case exe:
+			bin += x.fields["Pss"]
+		case "":
+			anon += x.fields["Pss"]
+		}
+	}
+	return bin, anon
 }
