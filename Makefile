@@ -8,7 +8,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench bench-snapshots
+.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/lab, tools/kernel, tools/template.
@@ -38,7 +38,7 @@ test-unit:
 # one worker per core. A failing input is written to the package's
 # testdata/fuzz/<Target>/ (commit it: it becomes a seed).
 FUZZTIME ?= 10s
-FUZZ_TARGETS = ./ctl/msg:FuzzSplit ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage ./snapshot:FuzzDecode
+FUZZ_TARGETS = ./ctl/msg:FuzzSplit ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage ./snapshot:FuzzDecode ./netpolicy:FuzzParse
 fuzz:
 	@rc=0; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t#*:}; \
@@ -48,6 +48,22 @@ fuzz:
 		if echo "$$out" | grep -q 'no fuzz tests to fuzz'; then echo "make fuzz: no $$fn in $$pkg"; rc=1; fi; \
 	done; exit $$rc
 
+# netpolicy's eBPF object (netpolicy/egress_bpfel.{o,go}) from
+# netpolicy/bpf/egress.c, by bpf2go (go.mod's tool line) with Debian's
+# clang 14; installs clang, llvm and libbpf-dev with apt when missing.
+# The outputs are committed; bpf-check rebuilds them and fails if they
+# differ from the committed ones (the build is reproducible: no paths).
+BPF_OUT = netpolicy/egress_bpfel.o netpolicy/egress_bpfel.go
+bpf:
+	@if ! command -v clang >/dev/null || ! command -v llvm-strip >/dev/null || [ ! -e /usr/include/bpf/bpf_helpers.h ]; then \
+		echo "make bpf: installing clang llvm libbpf-dev"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang llvm libbpf-dev; \
+	fi
+	$(GO) generate ./netpolicy
+
+bpf-check: bpf
+	@git diff --exit-code --stat -- $(BPF_OUT) || { echo "make bpf-check: $(BPF_OUT) differ from the committed build (commit them)"; exit 1; }
+
 # Lab test binaries (packages in test/lab-packages) in one lab boot.
 test-lab: lab template
 	tools/lab/test-lab.sh
@@ -56,7 +72,7 @@ test-lab: lab template
 # runs every test, guests included; elsewhere the guest tests hand off
 # (skip) on the host and the lab stage runs test/lab-packages in one lab
 # boot. Every stage runs; the target fails if any failed.
-test: build kernel template
+test: build kernel template bpf-check
 	@verdict=$$(bin/sandfs probe); echo "== make test: host probe: $$verdict"; \
 	echo "== make test: host tests (go test -race ./...)"; \
 	$(MAKE) --no-print-directory test-unit; unit=$$?; \

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// egress.c: a sandbox's egress policy, a tc classifier (direct action) on
+// the ingress of the host side of its tap or veth, which is where the
+// guest's packets arrive. See docs/network.md ("The program").
+//
+//   ARP, and IPv6 neighbour discovery (ICMPv6 133-136, hop limit 255): pass
+//   IPv4/IPv6: the destination is looked up in four LPM tries
+//     allow4/deny4 (IPv4), allow6/deny6 (IPv6); a value is the rule's
+//     prefix length. Longest prefix wins; deny wins at equal length; no
+//     match takes config.default_allow.
+//   denied TCP SYN (no ACK, first fragment, no IPv4 options): rewritten in
+//     place into a RST|ACK to the sender and redirected out of the same
+//     device (bpf_redirect to skb->ifindex egress): connect() fails at once
+//   anything else denied, and every other ethertype: dropped
+//
+// counters (per CPU, index = enum counter) count packets per verdict.
+// Built with Debian's clang by bpf2go (netpolicy/gen.go, make bpf).
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/icmpv6.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+char __license[] SEC("license") = "GPL";
+
+// counter: index into counters (mirrored by Go's Counter constants).
+enum counter {
+	COUNT_ALLOW = 0, // IP packet allowed
+	COUNT_DROP,      // IP packet denied and dropped
+	COUNT_RESET,     // TCP SYN denied and answered with a RST
+	COUNT_NEIGH,     // ARP or IPv6 neighbour discovery passed
+	COUNT_OTHER,     // other ethertype or malformed header, dropped
+	COUNT_MAX,
+};
+
+struct lpm4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct lpm6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+// config: one entry; default_allow is 1 for "default allow".
+struct config {
+	__u32 default_allow;
+};
+
+#define RULES_MAX 4096
+
+#define LPM_MAP(name, keytype)                     \
+	struct {                                   \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE); \
+		__type(key, struct keytype);       \
+		__type(value, __u32);              \
+		__uint(max_entries, RULES_MAX);    \
+		__uint(map_flags, BPF_F_NO_PREALLOC); \
+	} name SEC(".maps")
+
+LPM_MAP(allow4, lpm4_key);
+LPM_MAP(deny4, lpm4_key);
+LPM_MAP(allow6, lpm6_key);
+LPM_MAP(deny6, lpm6_key);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct config);
+	__uint(max_entries, 1);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, COUNT_MAX);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 c)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &c);
+	if (v)
+		*v += 1;
+}
+
+// decide: 1 allow, 0 deny, from the matches' prefix lengths (NULL: none).
+static __always_inline int decide(__u32 *a, __u32 *d)
+{
+	// Test a and d one at a time: clang would otherwise OR the two
+	// pointers, which the verifier refuses.
+	if (a) {
+		if (!d)
+			return 1;
+		return *a > *d;
+	}
+	if (d)
+		return 0;
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&config, &zero);
+	return c && c->default_allow;
+}
+
+// csum_fold folds a 32-bit one's-complement sum and inverts it.
+static __always_inline __u16 csum_fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)~s;
+}
+
+// sum16 adds n/2 16-bit words at p (n even, a constant).
+static __always_inline __u32 sum16(const void *p, int n)
+{
+	const __u16 *w = p;
+	__u32 s = 0;
+#pragma unroll
+	for (int i = 0; i < n / 2; i++)
+		s += w[i];
+	return s;
+}
+
+// reset_tcp fills t as the RST|ACK answering the SYN o carrying seglen
+// bytes of sequence space (1 + data).
+static __always_inline void reset_tcp(struct tcphdr *t, const struct tcphdr *o, __u32 seglen)
+{
+	__builtin_memset(t, 0, sizeof(*t));
+	t->source = o->dest;
+	t->dest = o->source;
+	t->ack_seq = bpf_htonl(bpf_ntohl(o->seq) + seglen);
+	t->doff = 5;
+	t->rst = 1;
+	t->ack = 1;
+}
+
+// rst4 and rst6 hold the answer's headers; they are stored one by one
+// (the ethernet header's 14 bytes would misalign a packed struct).
+struct rst4 {
+	struct ethhdr eth;
+	struct iphdr ip;
+	struct tcphdr tcp;
+};
+
+struct rst6 {
+	struct ethhdr eth;
+	struct ipv6hdr ip;
+	struct tcphdr tcp;
+};
+
+// send_reset trims skb to the answer, writes its headers and sends it
+// back out of the device it came in on.
+static __always_inline int send_reset(struct __sk_buff *skb, struct ethhdr *eth, void *ip, __u32 iplen, struct tcphdr *tcp)
+{
+	__u32 off = sizeof(*eth);
+	if (bpf_skb_change_tail(skb, off + iplen + sizeof(*tcp), 0) ||
+	    bpf_skb_store_bytes(skb, 0, eth, sizeof(*eth), 0) ||
+	    bpf_skb_store_bytes(skb, off, ip, iplen, 0) ||
+	    bpf_skb_store_bytes(skb, off + iplen, tcp, sizeof(*tcp), 0)) {
+		count(COUNT_DROP);
+		return TC_ACT_SHOT;
+	}
+	count(COUNT_RESET);
+	return bpf_redirect(skb->ifindex, 0);
+}
+
+static __always_inline void swap_eth(struct ethhdr *n, const struct ethhdr *o)
+{
+	__builtin_memcpy(n->h_dest, o->h_source, ETH_ALEN);
+	__builtin_memcpy(n->h_source, o->h_dest, ETH_ALEN);
+	n->h_proto = o->h_proto;
+}
+
+// reset4 turns the IPv4 SYN in skb into its RST and sends it back.
+static __always_inline int reset4(struct __sk_buff *skb, struct ethhdr *eth, struct iphdr *ip, struct tcphdr *tcp)
+{
+	struct rst4 r;
+	__u32 data = bpf_ntohs(ip->tot_len) - sizeof(*ip) - tcp->doff * 4;
+
+	__builtin_memset(&r, 0, sizeof(r));
+	swap_eth(&r.eth, eth);
+	r.ip.version = 4;
+	r.ip.ihl = 5;
+	r.ip.tot_len = bpf_htons(sizeof(r.ip) + sizeof(r.tcp));
+	r.ip.frag_off = bpf_htons(0x4000); // IP_DF
+	r.ip.ttl = 64;
+	r.ip.protocol = IPPROTO_TCP;
+	r.ip.saddr = ip->daddr;
+	r.ip.daddr = ip->saddr;
+	reset_tcp(&r.tcp, tcp, 1 + (data < 65536 ? data : 0));
+	r.ip.check = csum_fold(sum16(&r.ip, sizeof(r.ip)));
+	__u32 s = sum16(&r.ip.saddr, 8) + bpf_htons(IPPROTO_TCP) + bpf_htons(sizeof(r.tcp));
+	r.tcp.check = csum_fold(s + sum16(&r.tcp, sizeof(r.tcp)));
+
+	return send_reset(skb, &r.eth, &r.ip, sizeof(r.ip), &r.tcp);
+}
+
+// reset6 is reset4 for IPv6.
+static __always_inline int reset6(struct __sk_buff *skb, struct ethhdr *eth, struct ipv6hdr *ip, struct tcphdr *tcp)
+{
+	struct rst6 r;
+	__u32 data = bpf_ntohs(ip->payload_len) - tcp->doff * 4;
+
+	__builtin_memset(&r, 0, sizeof(r));
+	swap_eth(&r.eth, eth);
+	r.ip.version = 6;
+	r.ip.payload_len = bpf_htons(sizeof(r.tcp));
+	r.ip.nexthdr = IPPROTO_TCP;
+	r.ip.hop_limit = 64;
+	r.ip.saddr = ip->daddr;
+	r.ip.daddr = ip->saddr;
+	reset_tcp(&r.tcp, tcp, 1 + (data < 65536 ? data : 0));
+	__u32 s = sum16(&r.ip.saddr, 32) + bpf_htons(IPPROTO_TCP) + bpf_htons(sizeof(r.tcp));
+	r.tcp.check = csum_fold(s + sum16(&r.tcp, sizeof(r.tcp)));
+
+	return send_reset(skb, &r.eth, &r.ip, sizeof(r.ip), &r.tcp);
+}
+
+static __always_inline int is_syn(struct tcphdr *t)
+{
+	return t->syn && !t->ack && !t->rst;
+}
+
+static __always_inline int ipv4(struct __sk_buff *skb, void *data, void *end)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *ip = data + sizeof(*eth);
+	if ((void *)(ip + 1) > end || ip->ihl < 5) {
+		count(COUNT_OTHER);
+		return TC_ACT_SHOT;
+	}
+	struct lpm4_key k = {.prefixlen = 32};
+	__builtin_memcpy(k.addr, &ip->daddr, 4);
+	if (decide(bpf_map_lookup_elem(&allow4, &k), bpf_map_lookup_elem(&deny4, &k))) {
+		count(COUNT_ALLOW);
+		return TC_ACT_OK;
+	}
+	struct tcphdr *tcp = (void *)(ip + 1);
+	if (ip->protocol == IPPROTO_TCP && ip->ihl == 5 &&
+	    !(ip->frag_off & bpf_htons(0x1fff)) &&
+	    (void *)(tcp + 1) <= end && is_syn(tcp))
+		return reset4(skb, eth, ip, tcp);
+	count(COUNT_DROP);
+	return TC_ACT_SHOT;
+}
+
+static __always_inline int ipv6(struct __sk_buff *skb, void *data, void *end)
+{
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip = data + sizeof(*eth);
+	if ((void *)(ip + 1) > end) {
+		count(COUNT_OTHER);
+		return TC_ACT_SHOT;
+	}
+	if (ip->nexthdr == IPPROTO_ICMPV6 && ip->hop_limit == 255) {
+		struct icmp6hdr *icmp = (void *)(ip + 1);
+		if ((void *)(icmp + 1) <= end &&
+		    icmp->icmp6_type >= 133 && icmp->icmp6_type <= 136) {
+			count(COUNT_NEIGH);
+			return TC_ACT_OK;
+		}
+	}
+	struct lpm6_key k = {.prefixlen = 128};
+	__builtin_memcpy(k.addr, &ip->daddr, 16);
+	if (decide(bpf_map_lookup_elem(&allow6, &k), bpf_map_lookup_elem(&deny6, &k))) {
+		count(COUNT_ALLOW);
+		return TC_ACT_OK;
+	}
+	struct tcphdr *tcp = (void *)(ip + 1);
+	if (ip->nexthdr == IPPROTO_TCP && (void *)(tcp + 1) <= end && is_syn(tcp))
+		return reset6(skb, eth, ip, tcp);
+	count(COUNT_DROP);
+	return TC_ACT_SHOT;
+}
+
+// HEADERS_MAX: how much of the packet is pulled into the linear area.
+#define HEADERS_MAX (sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct tcphdr))
+
+SEC("tc")
+int egress(struct __sk_buff *skb)
+{
+	__u32 n = skb->len < HEADERS_MAX ? skb->len : HEADERS_MAX;
+	bpf_skb_pull_data(skb, n);
+
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end) {
+		count(COUNT_OTHER);
+		return TC_ACT_SHOT;
+	}
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_ARP):
+		count(COUNT_NEIGH);
+		return TC_ACT_OK;
+	case bpf_htons(ETH_P_IP):
+		return ipv4(skb, data, end);
+	case bpf_htons(ETH_P_IPV6):
+		return ipv6(skb, data, end);
+	}
+	count(COUNT_OTHER);
+	return TC_ACT_SHOT;
+}

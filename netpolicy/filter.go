@@ -1,0 +1,172 @@
+package netpolicy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/msg"
+)
+
+// Counter indexes Filter.Counters; the values mirror enum counter in
+// bpf/egress.c.
+type Counter int
+
+const (
+	CountAllow Counter = iota // IP packets allowed
+	CountDrop                 // IP packets denied and dropped
+	CountReset                // TCP SYNs denied and answered with a RST
+	CountNeigh                // ARP and IPv6 neighbour discovery passed
+	CountOther                // other ethertypes and malformed headers, dropped
+	countMax
+)
+
+// filterName names the tc filter (tc filter show dev X ingress).
+const filterName = "sandfs-netpolicy"
+
+// Filter is one loaded copy of the egress program with its own maps,
+// attached to at most one link. Its zero value is not usable: Load.
+type Filter struct {
+	objs egressObjects
+
+	mu   sync.Mutex // guards the maps' contents and the fields below
+	cur  *Policy    // what the maps hold (nil: empty maps, default deny)
+	h    *netlink.Handle
+	link int // attached ifindex, 0 if none
+}
+
+// Load loads the program and empty maps (default deny) into the kernel.
+func Load() (*Filter, error) {
+	f := &Filter{}
+	if err := loadEgressObjects(&f.objs, nil); err != nil {
+		return nil, msg.Errorf(msg.Errno(err), "netpolicy: load program: %v", err)
+	}
+	return f, nil
+}
+
+// Attach puts the program on the ingress of link ifindex (the host side
+// of a tap or veth: the guest's egress) through h: a clsact qdisc and a
+// direct-action BPF filter. A link that has a clsact qdisc already is
+// refused (EEXIST): Close removes the qdisc, so it must be ours.
+func (f *Filter) Attach(h *netlink.Handle, ifindex int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.link != 0 {
+		return msg.Errorf(syscall.EBUSY, "netpolicy: attach: attached to link %d already", f.link)
+	}
+	q := clsact(ifindex)
+	if err := h.QdiscAdd(q); err != nil {
+		return msg.Errorf(msg.Errno(err), "netpolicy: attach: add clsact to link %d: %v", ifindex, err)
+	}
+	flt := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: ifindex,
+			Parent:    netlink.HANDLE_MIN_INGRESS,
+			Handle:    netlink.MakeHandle(0, 1),
+			Protocol:  unix.ETH_P_ALL,
+			Priority:  1,
+		},
+		Fd:           f.objs.Egress.FD(),
+		Name:         filterName,
+		DirectAction: true,
+	}
+	if err := h.FilterAdd(flt); err != nil {
+		err = msg.Errorf(msg.Errno(err), "netpolicy: attach: add filter to link %d: %v", ifindex, err)
+		return errors.Join(err, h.QdiscDel(q))
+	}
+	f.h, f.link = h, ifindex
+	return nil
+}
+
+func clsact(ifindex int) *netlink.GenericQdisc {
+	return &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{
+			LinkIndex: ifindex,
+			Handle:    netlink.MakeHandle(0xffff, 0),
+			Parent:    netlink.HANDLE_CLSACT,
+		},
+		QdiscType: "clsact",
+	}
+}
+
+// Close detaches the program (deleting the clsact qdisc deletes its
+// filters) and frees the program and maps. A link that is gone already
+// (ENODEV, ENOENT: the tap went with its sandbox) is not an error.
+func (f *Filter) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var err error
+	if f.link != 0 {
+		if e := f.h.QdiscDel(clsact(f.link)); e != nil && !errors.Is(e, unix.ENODEV) && !errors.Is(e, unix.ENOENT) && !errors.Is(e, unix.EINVAL) {
+			err = msg.Errorf(msg.Errno(e), "netpolicy: detach from link %d: %v", f.link, e)
+		}
+		f.link = 0
+	}
+	return errors.Join(err, f.objs.Close())
+}
+
+// Counters returns the packets counted per verdict (index: Counter),
+// summed over CPUs.
+func (f *Filter) Counters() ([]uint64, error) {
+	out := make([]uint64, countMax)
+	for i := range out {
+		var per []uint64
+		if err := f.objs.Counters.Lookup(uint32(i), &per); err != nil {
+			return nil, msg.Errorf(msg.Errno(err), "netpolicy: counter %d: %v", i, err)
+		}
+		for _, n := range per {
+			out[i] += n
+		}
+	}
+	return out, nil
+}
+
+// lpmKey is struct lpm4_key / lpm6_key of bpf/egress.c: a host-order
+// prefix length, then the address in network order.
+func lpmKey(p netip.Prefix) []byte {
+	a := p.Addr().AsSlice()
+	k := make([]byte, 4+len(a))
+	k[0] = byte(p.Bits()) // little-endian u32 (bpfel)
+	copy(k[4:], a)
+	return k
+}
+
+func (f *Filter) trie(r Rule) *ebpf.Map {
+	switch {
+	case r.Prefix.Addr().Is4() && r.Verdict == Allow:
+		return f.objs.Allow4
+	case r.Prefix.Addr().Is4():
+		return f.objs.Deny4
+	case r.Verdict == Allow:
+		return f.objs.Allow6
+	}
+	return f.objs.Deny6
+}
+
+func (f *Filter) put(r Rule) error {
+	v := uint32(r.Prefix.Bits())
+	if err := f.trie(r).Put(lpmKey(r.Prefix), v); err != nil {
+		return fmt.Errorf("put %s %s: %w", r.Verdict, r.Prefix, err)
+	}
+	return nil
+}
+
+func (f *Filter) del(r Rule) error {
+	if err := f.trie(r).Delete(lpmKey(r.Prefix)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete %s %s: %w", r.Verdict, r.Prefix, err)
+	}
+	return nil
+}
+
+func (f *Filter) setDefault(v Verdict) error {
+	if err := f.objs.Config.Put(uint32(0), uint32(v)); err != nil {
+		return fmt.Errorf("default %s: %w", v, err)
+	}
+	return nil
+}
