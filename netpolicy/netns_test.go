@@ -92,9 +92,11 @@ func must(t *testing.T, err error) {
 	}
 }
 
+func netlinkAt(ns netns.NsHandle) (*netlink.Handle, error) { return netlink.NewHandleAt(ns) }
+
 func handleAt(t *testing.T, ns netns.NsHandle) *netlink.Handle {
 	t.Helper()
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netlinkAt(ns)
 	must(t, err)
 	t.Cleanup(h.Close)
 	return h
