@@ -6,9 +6,9 @@
 // loaded program and its maps; Attach puts it on one link through the
 // caller's netlink handle (so tests use a handle in a network namespace
 // of their own) and Close removes the qdisc, the filter and the maps.
-// Set replaces the maps' contents live; packets already in flight and
-// established connections are not tracked (the program has no state
-// beyond the maps), so a change applies to every packet after it.
+// Set replaces the policy live and atomically (two generations of rules
+// in the maps, switched by one store); the program keeps no connection
+// state, so a change applies to every packet after it.
 //
 // Lock order: Filter.mu only; it guards the maps' contents against two
 // concurrent Sets.

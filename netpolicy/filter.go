@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -36,14 +37,15 @@ type Filter struct {
 	objs egressObjects
 
 	mu   sync.Mutex // guards the maps' contents and the fields below
-	cur  *Policy    // what the maps hold (nil: empty maps, default deny)
+	gen  uint8      // the generation in force (config.word's CONFIG_GEN)
+	held [2]*Policy // what each generation's rules hold; nil: unknown
 	h    *netlink.Handle
 	link int // attached ifindex, 0 if none
 }
 
 // Load loads the program and empty maps (default deny) into the kernel.
 func Load() (*Filter, error) {
-	f := &Filter{}
+	f := &Filter{held: [2]*Policy{{}, {}}} // fresh maps: empty, generation 0, deny
 	if err := loadEgressObjects(&f.objs, nil); err != nil {
 		return nil, msg.Errorf(msg.Errno(err), "netpolicy: load program: %v", err)
 	}
@@ -127,15 +129,24 @@ func (f *Filter) Counters() ([]uint64, error) {
 	return out, nil
 }
 
-// lpmKey is struct lpm4_key / lpm6_key of bpf/egress.c: a host-order
-// prefix length, then the address in network order.
-func lpmKey(p netip.Prefix) []byte {
+// lpmKey is struct lpm4_key / lpm6_key of bpf/egress.c for generation
+// gen: a host-order prefix length counting the generation byte, the
+// generation, then the address in network order, then zeros up to the
+// struct's size (its padding: the trie ignores bits past prefixlen).
+func lpmKey(m *ebpf.Map, gen uint8, p netip.Prefix) []byte {
 	a := p.Addr().AsSlice()
-	k := make([]byte, 4+len(a))
-	k[0] = byte(p.Bits()) // little-endian u32 (bpfel)
-	copy(k[4:], a)
+	k := make([]byte, max(int(m.KeySize()), 5+len(a)))
+	binary.LittleEndian.PutUint32(k, uint32(8+p.Bits())) // bpfel
+	k[4] = gen
+	copy(k[5:], a)
 	return k
 }
+
+// config.word's bits (CONFIG_ALLOW, CONFIG_GEN in bpf/egress.c).
+const (
+	configAllow = 1
+	configGen   = 2
+)
 
 func (f *Filter) trie(r Rule) *ebpf.Map {
 	switch {
@@ -149,24 +160,33 @@ func (f *Filter) trie(r Rule) *ebpf.Map {
 	return f.objs.Deny6
 }
 
-func (f *Filter) put(r Rule) error {
+func (f *Filter) put(gen uint8, r Rule) error {
 	v := uint32(r.Prefix.Bits())
-	if err := f.trie(r).Put(lpmKey(r.Prefix), v); err != nil {
+	if err := f.trie(r).Put(lpmKey(f.trie(r), gen, r.Prefix), v); err != nil {
 		return fmt.Errorf("put %s %s: %w", r.Verdict, r.Prefix, err)
 	}
 	return nil
 }
 
-func (f *Filter) del(r Rule) error {
-	if err := f.trie(r).Delete(lpmKey(r.Prefix)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+func (f *Filter) del(gen uint8, r Rule) error {
+	if err := f.trie(r).Delete(lpmKey(f.trie(r), gen, r.Prefix)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete %s %s: %w", r.Verdict, r.Prefix, err)
 	}
 	return nil
 }
 
-func (f *Filter) setDefault(v Verdict) error {
-	if err := f.objs.Config.Put(uint32(0), uint32(v)); err != nil {
-		return fmt.Errorf("default %s: %w", v, err)
+// switchTo puts generation gen in force with default v: one store of
+// config.word, which the program reads once per packet.
+func (f *Filter) switchTo(gen uint8, v Verdict) error {
+	w := uint32(0)
+	if v == Allow {
+		w |= configAllow
+	}
+	if gen == 1 {
+		w |= configGen
+	}
+	if err := f.objs.Config.Put(uint32(0), w); err != nil {
+		return fmt.Errorf("switch to generation %d: %w", gen, err)
 	}
 	return nil
 }

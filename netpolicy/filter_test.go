@@ -121,7 +121,8 @@ func TestAttachTwice(t *testing.T) {
 }
 
 // TestSpecMatchesGo pins the C side's sizes to the Go constants: the
-// counters map has one slot per Counter, each trie holds RulesMax rules.
+// counters map has one slot per Counter, each trie holds RulesMax rules
+// per generation.
 func TestSpecMatchesGo(t *testing.T) {
 	spec, err := loadEgress()
 	must(t, err)
@@ -129,8 +130,41 @@ func TestSpecMatchesGo(t *testing.T) {
 		t.Errorf("counters: %d entries in bpf/egress.c; Go has %d counters", n, countMax)
 	}
 	for _, m := range []string{"allow4", "deny4", "allow6", "deny6"} {
-		if n := spec.Maps[m].MaxEntries; n != RulesMax {
-			t.Errorf("%s: %d entries; want RulesMax %d", m, n, RulesMax)
+		if n := spec.Maps[m].MaxEntries; n != 2*RulesMax {
+			t.Errorf("%s: %d entries; want 2*RulesMax %d (two generations)", m, n, 2*RulesMax)
 		}
+	}
+}
+
+// TestSetFails: a Set the maps cannot hold (more rules than Parse lets
+// through: the trie fills up) fails and leaves the old policy in force;
+// the next Set clears the half-written generation and works.
+func TestSetFails(t *testing.T) {
+	tp := newTopo(t, mustParse(t, "allow 10.99.1.1\n"))
+	tp.serve(t)
+	big := &Policy{}
+	for i := range 2*RulesMax + 1 {
+		a := netip.AddrFrom4([4]byte{10, 100 + byte(i>>16), byte(i >> 8), byte(i)})
+		big.Rules = append(big.Rules, Rule{Allow, netip.PrefixFrom(a, 32)})
+	}
+	big.Rules = append(big.Rules, Rule{Allow, netip.MustParsePrefix("10.99.2.1/32")})
+	if err := tp.f.Set(big); err == nil {
+		t.Fatalf("Set(%d rules) succeeded; want the trie full", len(big.Rules))
+	}
+	tp.wantTCP(t, "10.99.1.1", true)
+	tp.wantTCP(t, "10.99.2.1", false)
+	must(t, tp.f.Set(mustParse(t, "allow 10.99.2.1\n")))
+	tp.wantTCP(t, "10.99.1.1", false)
+	tp.wantTCP(t, "10.99.2.1", true)
+	var n int
+	it := tp.f.objs.Allow4.Iterate()
+	var k []byte
+	var v uint32
+	for it.Next(&k, &v) {
+		n++
+	}
+	must(t, it.Err())
+	if n != 2 { // 10.99.1.1 in one generation, 10.99.2.1 in the other
+		t.Errorf("allow4 holds %d keys after the failed Set was cleared; want 2", n)
 	}
 }

@@ -8,68 +8,52 @@ import (
 	"sandfs/ctl/msg"
 )
 
-// Set makes the maps hold p's default and address rules, live: no
-// reattaching, and the next packet sees the change (new connections and
-// established ones alike: the program keeps no connection state). The
-// change is applied as a diff against the current contents, in an order
-// that closes before it opens:
+// Set puts p's default and address rules in force, live and atomically:
+// no reattaching, and every packet is judged by the old policy or the
+// new one, never a mix. The maps hold two generations of rules; Set
+// brings the one not in force from what it holds to p (a diff: only
+// changed rules are written), then switches generations with one store
+// to the config map. The program keeps no connection state, so the next
+// packet of every flow, new or established, sees the change. Domains are
+// not yet enforced (they need the resolver: docs/network.md).
 //
-//  1. a default that becomes deny, 2. new deny rules, 3. removed allow
-//     rules, 4. new allow rules, 5. removed deny rules, 6. a default that
-//     becomes allow.
-//
-// It is not one atomic step: a packet in the middle of a Set may see
-// some of the new rules and not others (an atomic swap through a
-// map-in-map is a later step; docs/network.md). Domains are not yet
-// enforced (they need the resolver). On error the maps may hold a mix;
-// Set again to repair.
+// On error the policy in force is unchanged; the generation Set was
+// writing is cleared first by the next Set.
 func (f *Filter) Set(p *Policy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.cur == nil { // first Set, or the last one failed halfway
-		if err := f.clear(); err != nil {
-			return msg.Errorf(msg.Errno(err), "netpolicy: set: %v", err)
-		}
-		f.cur = &Policy{Default: Deny}
+	next := 1 - f.gen
+	if err := f.write(next, p); err != nil {
+		f.held[next] = nil
+		return msg.Errorf(msg.Errno(err), "netpolicy: set: %v", err)
 	}
-	old := f.cur
-	oldSet, newSet := ruleSet(old.Rules), ruleSet(p.Rules)
-	added := func(r Rule) bool { return !oldSet[r] }
-	removed := func(r Rule) bool { return !newSet[r] }
-	steps := []func() error{
-		func() error {
-			return f.when(p.Default == Deny && old.Default != Deny, func() error { return f.setDefault(Deny) })
-		},
-		func() error { return f.each(p.Rules, Deny, added, f.put) },
-		func() error { return f.each(old.Rules, Allow, removed, f.del) },
-		func() error { return f.each(p.Rules, Allow, added, f.put) },
-		func() error { return f.each(old.Rules, Deny, removed, f.del) },
-		func() error {
-			return f.when(p.Default == Allow && old.Default != Allow, func() error { return f.setDefault(Allow) })
-		},
+	f.held[next] = p
+	if err := f.switchTo(next, p.Default); err != nil {
+		return msg.Errorf(msg.Errno(err), "netpolicy: set: %v", err)
 	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			f.cur = nil // unknown: the next Set clears the maps first
-			return msg.Errorf(msg.Errno(err), "netpolicy: set: %v", err)
-		}
-	}
-	f.cur = p
+	f.gen = next
 	return nil
 }
 
-func (f *Filter) when(cond bool, do func() error) error {
-	if !cond {
-		return nil
+// write makes generation gen's rules p's.
+func (f *Filter) write(gen uint8, p *Policy) error {
+	if f.held[gen] == nil {
+		if err := f.clear(gen); err != nil {
+			return err
+		}
+		f.held[gen] = &Policy{}
 	}
-	return do()
-}
-
-// each applies do to the rules of verdict v for which pick holds.
-func (f *Filter) each(rules []Rule, v Verdict, pick func(Rule) bool, do func(Rule) error) error {
-	for _, r := range rules {
-		if r.Verdict == v && pick(r) {
-			if err := do(r); err != nil {
+	old, now := ruleSet(f.held[gen].Rules), ruleSet(p.Rules)
+	for r := range old {
+		if !now[r] {
+			if err := f.del(gen, r); err != nil {
+				return err
+			}
+		}
+	}
+	for r := range now {
+		if !old[r] {
+			if err := f.put(gen, r); err != nil {
 				return err
 			}
 		}
@@ -85,18 +69,17 @@ func ruleSet(rules []Rule) map[Rule]bool {
 	return m
 }
 
-// clear empties the four tries and sets default deny.
-func (f *Filter) clear() error {
-	if err := f.setDefault(Deny); err != nil {
-		return err
-	}
+// clear deletes generation gen's rules from the four tries.
+func (f *Filter) clear(gen uint8) error {
 	for _, m := range []*ebpf.Map{f.objs.Allow4, f.objs.Deny4, f.objs.Allow6, f.objs.Deny6} {
 		var keys [][]byte
 		var k []byte
-		it := m.Iterate()
 		var v uint32
+		it := m.Iterate()
 		for it.Next(&k, &v) {
-			keys = append(keys, append([]byte(nil), k...))
+			if len(k) > 4 && k[4] == gen {
+				keys = append(keys, append([]byte(nil), k...))
+			}
 		}
 		if err := it.Err(); err != nil {
 			return fmt.Errorf("list %s: %w", m, err)

@@ -8,7 +8,10 @@
 //   IPv4/IPv6: the destination is looked up in four LPM tries
 //     allow4/deny4 (IPv4), allow6/deny6 (IPv6); a value is the rule's
 //     prefix length. Longest prefix wins; deny wins at equal length; no
-//     match takes config.default_allow.
+//     match takes the default. Each trie holds two generations of rules
+//     (a key's first data byte); config.word names the one in force and
+//     its default, so a new policy is written beside the old one and
+//     takes effect with one store to config.
 //   denied TCP SYN (no ACK, first fragment, no IPv4 options): rewritten in
 //     place into a RST|ACK to the sender and redirected out of the same
 //     device (bpf_redirect to skb->ifindex egress): connect() fails at once
@@ -40,21 +43,29 @@ enum counter {
 	COUNT_MAX,
 };
 
+// lpm4_key, lpm6_key: prefixlen counts gen's 8 bits too.
 struct lpm4_key {
 	__u32 prefixlen;
+	__u8 gen;
 	__u8 addr[4];
 };
 
 struct lpm6_key {
 	__u32 prefixlen;
+	__u8 gen;
 	__u8 addr[16];
 };
 
-// config: one entry; default_allow is 1 for "default allow".
+// config: one entry, read once per packet; word is CONFIG_ALLOW (the
+// default is allow) | CONFIG_GEN (generation 1 of the rules is in force).
 struct config {
-	__u32 default_allow;
+	__u32 word;
 };
 
+#define CONFIG_ALLOW 1
+#define CONFIG_GEN 2
+
+// RULES_MAX rules per generation.
 #define RULES_MAX 4096
 
 #define LPM_MAP(name, keytype)                     \
@@ -62,7 +73,7 @@ struct config {
 		__uint(type, BPF_MAP_TYPE_LPM_TRIE); \
 		__type(key, struct keytype);       \
 		__type(value, __u32);              \
-		__uint(max_entries, RULES_MAX);    \
+		__uint(max_entries, 2 * RULES_MAX); \
 		__uint(map_flags, BPF_F_NO_PREALLOC); \
 	} name SEC(".maps")
 
@@ -92,8 +103,17 @@ static __always_inline void count(__u32 c)
 		*v += 1;
 }
 
-// decide: 1 allow, 0 deny, from the matches' prefix lengths (NULL: none).
-static __always_inline int decide(__u32 *a, __u32 *d)
+// config_word reads config.word once (0 if missing: generation 0, deny).
+static __always_inline __u32 config_word(void)
+{
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&config, &zero);
+	return c ? *(volatile __u32 *)&c->word : 0;
+}
+
+// decide: 1 allow, 0 deny, from the matches' prefix lengths (NULL: none)
+// and the config word w.
+static __always_inline int decide(__u32 *a, __u32 *d, __u32 w)
 {
 	// Test a and d one at a time: clang would otherwise OR the two
 	// pointers, which the verifier refuses.
@@ -104,9 +124,7 @@ static __always_inline int decide(__u32 *a, __u32 *d)
 	}
 	if (d)
 		return 0;
-	__u32 zero = 0;
-	struct config *c = bpf_map_lookup_elem(&config, &zero);
-	return c && c->default_allow;
+	return (w & CONFIG_ALLOW) != 0;
 }
 
 // csum_fold folds a 32-bit one's-complement sum and inverts it.
@@ -236,9 +254,10 @@ static __always_inline int ipv4(struct __sk_buff *skb, void *data, void *end)
 		count(COUNT_OTHER);
 		return TC_ACT_SHOT;
 	}
-	struct lpm4_key k = {.prefixlen = 32};
+	__u32 w = config_word();
+	struct lpm4_key k = {.prefixlen = 8 + 32, .gen = (w & CONFIG_GEN) != 0};
 	__builtin_memcpy(k.addr, &ip->daddr, 4);
-	if (decide(bpf_map_lookup_elem(&allow4, &k), bpf_map_lookup_elem(&deny4, &k))) {
+	if (decide(bpf_map_lookup_elem(&allow4, &k), bpf_map_lookup_elem(&deny4, &k), w)) {
 		count(COUNT_ALLOW);
 		return TC_ACT_OK;
 	}
@@ -267,9 +286,10 @@ static __always_inline int ipv6(struct __sk_buff *skb, void *data, void *end)
 			return TC_ACT_OK;
 		}
 	}
-	struct lpm6_key k = {.prefixlen = 128};
+	__u32 w = config_word();
+	struct lpm6_key k = {.prefixlen = 8 + 128, .gen = (w & CONFIG_GEN) != 0};
 	__builtin_memcpy(k.addr, &ip->daddr, 16);
-	if (decide(bpf_map_lookup_elem(&allow6, &k), bpf_map_lookup_elem(&deny6, &k))) {
+	if (decide(bpf_map_lookup_elem(&allow6, &k), bpf_map_lookup_elem(&deny6, &k), w)) {
 		count(COUNT_ALLOW);
 		return TC_ACT_OK;
 	}
