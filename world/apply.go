@@ -47,6 +47,7 @@ func (w *World) Apply(force bool) error {
 	}
 	w.layers.Lock()
 	defer w.layers.Unlock()
+	defer w.changed()
 	chs, err := w.changes()
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)

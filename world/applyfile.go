@@ -34,6 +34,9 @@ func (w *World) applyFile(p string) error {
 	if err != nil {
 		return err
 	}
+	if w.applyHook != nil {
+		w.applyHook(p)
+	}
 	if err := w.removeUpper(p, &us); err != nil {
 		return err
 	}

@@ -77,6 +77,7 @@ func (w *World) upperDirs(path string) (loc, error) {
 		}
 		next := join(cur, name)
 		if !c.up {
+			w.changed()
 			if err := w.copyDir(next, &c.ls); err != nil {
 				return c, err
 			}
@@ -111,6 +112,7 @@ func (w *World) copySpecial(path string, st *unix.Stat_t) error {
 			return err
 		}
 	}
+	w.changed()
 	err := inParent(w.upper, path, func(dirfd int, name string) error {
 		if isLink(st) {
 			return unix.Symlinkat(target, dirfd, name)
@@ -173,6 +175,7 @@ func (w *World) copyFile(path string, st *unix.Stat_t, data bool) error {
 	case l.ls.Ino != st.Ino || l.ls.Dev != st.Dev:
 		return syscall.EAGAIN // the lower's file was replaced meanwhile
 	}
+	w.changed()
 	err = withAt(w.upper, dir, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
 		return unix.Linkat(unix.AT_FDCWD, procPath(tmp), dirfd, name, unix.AT_SYMLINK_FOLLOW)
 	})

@@ -21,6 +21,7 @@ func (w *World) Discard() error {
 	}
 	w.layers.Lock()
 	defer w.layers.Unlock()
+	defer w.changed()
 	if err := w.discard(); err != nil {
 		return fmt.Errorf("discard: %w", err)
 	}
@@ -70,6 +71,7 @@ func (w *World) Rebase() (int, error) {
 	}
 	w.layers.Lock()
 	defer w.layers.Unlock()
+	defer w.changed()
 	chs, err := w.changes()
 	if err != nil {
 		return 0, fmt.Errorf("rebase: %w", err)

@@ -31,6 +31,7 @@ func (d *Dir) change(name string, f func() error) error {
 	defer d.w.layers.RUnlock()
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
+	defer d.w.changed()
 	return f()
 }
 
@@ -73,7 +74,7 @@ func (d *Dir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm i
 				unix.Unlinkat(dirfd, name, 0)
 				return err
 			}
-			n = d.w.node(join(d.path, name), l)
+			n = d.w.node(join(d.path, name), l, 0)
 			return unwhite(dirfd, name)
 		})
 	})
@@ -112,7 +113,7 @@ func (d *Dir) Mkdir(_ context.Context, name string, perm iofs.FileMode) (sfs.Nod
 			if err != nil {
 				return err
 			}
-			n = d.w.node(join(d.path, name), l)
+			n = d.w.node(join(d.path, name), l, 0)
 			return unwhite(dirfd, name)
 		})
 	})

@@ -21,6 +21,7 @@ type node struct {
 	w    *World
 	path string // "" for the root
 	l    loc
+	gen  uint64 // World.gen before l was seen; 0: unknown
 	used atomic.Bool
 }
 
@@ -54,22 +55,23 @@ var (
 func (w *World) Root() (sfs.Dir, error) {
 	w.layers.RLock()
 	defer w.layers.RUnlock()
+	g := w.gen.Load()
 	l, err := w.rootLoc()
 	if err != nil {
 		return nil, err
 	}
-	return w.node("", l).(*Dir), nil
+	return w.node("", l, g).(*Dir), nil
 }
 
-// node makes the node of path.
-func (w *World) node(path string, l loc) sfs.Node {
+// node makes the node of path, seen as l at gen g.
+func (w *World) node(path string, l loc, g uint64) sfs.Node {
 	switch {
 	case l.isDir():
-		return &Dir{node{w: w, path: path, l: l}}
+		return &Dir{node{w: w, path: path, l: l, gen: g}}
 	case isLink(l.st()):
-		return &Link{node{w: w, path: path, l: l}}
+		return &Link{node{w: w, path: path, l: l, gen: g}}
 	}
-	return &File{node{w: w, path: path, l: l}}
+	return &File{node{w: w, path: path, l: l, gen: g}}
 }
 
 // Stat implements sfs.Node.Stat: the entry's own owner, mode and times;
@@ -123,9 +125,13 @@ func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 	}
 	d.w.layers.RLock()
 	defer d.w.layers.RUnlock()
-	p, err := d.w.resolve(d.path)
-	if err != nil {
-		return nil, err
+	g := d.w.gen.Load()
+	p := d.l
+	if d.gen != g { // the upper changed since d was seen
+		var err error
+		if p, err = d.w.resolve(d.path); err != nil {
+			return nil, err
+		}
 	}
 	if !p.isDir() {
 		return nil, syscall.ENOTDIR
@@ -137,7 +143,7 @@ func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 	if !c.exists() {
 		return nil, syscall.ENOENT
 	}
-	return d.w.node(join(d.path, name), c), nil
+	return d.w.node(join(d.path, name), c, g), nil
 }
 
 // List implements sfs.Dir.List: the upper's entries and the lower's

@@ -42,6 +42,7 @@ func (d *Dir) Rename(_ context.Context, oldName string, newDir sfs.Node, newName
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.changed()
 	return w.rename(d.path, oldName, nd.path, newName, src, dst)
 }
 
@@ -191,7 +192,7 @@ func (d *Dir) Symlink(_ context.Context, target, name string) (sfs.Node, error) 
 			if err := unix.Fstatat(dirfd, name, &l.us, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				return err
 			}
-			n = d.w.node(join(d.path, name), l)
+			n = d.w.node(join(d.path, name), l, 0)
 			return unwhite(dirfd, name)
 		})
 	})

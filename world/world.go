@@ -55,6 +55,11 @@ type World struct {
 	upper  int // O_PATH descriptor of dir/upper (the lower's in UnsafeRW); guarded by layers
 	work   int // O_PATH descriptor of dir/work; guarded by layers
 
+	// gen counts the changes of the upper (from 1): a node whose loc was
+	// seen at the current gen may use it for its lookups. The UpperView
+	// shares its world's.
+	gen *atomic.Uint64
+
 	mu       sync.Mutex               // changes of the upper's names
 	inflight map[string]chan struct{} // copy-ups under way, by path; guarded by mu
 
@@ -65,6 +70,7 @@ type World struct {
 
 	copyDone, copyTotal atomic.Int64 // bytes of copy-ups under way (status)
 	copyHook            func()       // tests: called after a copy-up's first chunk
+	applyHook           func(string) // tests: called when a file is in the lower, before its upper entry goes
 }
 
 // Open opens the world kept in dir over lower (an absolute path without
@@ -72,6 +78,8 @@ type World struct {
 // time, and tidies what a killed Discard left.
 func Open(lower, dir string, mode Mode) (*World, error) {
 	w := &World{dir: dir, mode: mode, lower: -1, upper: -1, work: -1, inflight: map[string]chan struct{}{}}
+	w.gen = new(atomic.Uint64)
+	w.gen.Store(1)
 	if err := w.open(lower); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("world: open %q: %w", dir, err)
@@ -169,6 +177,9 @@ func (w *World) shadowed(path string) bool {
 	}
 	return false
 }
+
+// changed marks a change of the upper: nodes resolve again.
+func (w *World) changed() { w.gen.Add(1) }
 
 // writable refuses changes in a read-only world or view.
 func (w *World) writable() error {
