@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // safety bounds a wait that should end at once; no result depends on it.
@@ -167,12 +169,18 @@ func (tp *topo) wantICMP(t *testing.T, addr string, allow bool) {
 		if _, err := c.WriteTo(b, &net.IPAddr{IP: net.ParseIP(addr)}); err != nil {
 			return err
 		}
+		isReply := func(b []byte, from string) bool {
+			r, err := icmp.ParseMessage(1, b)
+			return err == nil && r.Type == ipv4.ICMPTypeEchoReply && from == addr
+		}
 		if !allow {
 			tp.waitDrop(t, before)
-			c.SetReadDeadline(time.Now()) // look once: is a reply queued?
-		} else {
-			c.SetReadDeadline(time.Now().Add(safety))
+			for _, q := range drain(t, c, false) { // look once: is a reply queued?
+				got = got || isReply(q.data, q.from)
+			}
+			return nil
 		}
+		c.SetReadDeadline(time.Now().Add(safety))
 		buf := make([]byte, 1500)
 		for {
 			n, from, err := c.ReadFrom(buf)
@@ -182,8 +190,7 @@ func (tp *topo) wantICMP(t *testing.T, addr string, allow bool) {
 			if err != nil {
 				return err
 			}
-			r, err := icmp.ParseMessage(1, buf[:n])
-			if err == nil && r.Type == ipv4.ICMPTypeEchoReply && from.String() == addr {
+			if isReply(buf[:n], from.String()) {
 				got = true
 				return nil
 			}
@@ -203,4 +210,47 @@ func (s *udpSink) wantNone(t *testing.T, addrs ...string) {
 			t.Errorf("udp %s: %d datagrams arrived; want 0 (denied)", a, n)
 		}
 	}
+}
+
+// queued is one datagram drain read.
+type queued struct {
+	data []byte
+	from string
+}
+
+// drain returns the datagrams queued on c now, without waiting (a read
+// deadline in the past would not even try: package net checks it first).
+func drain(t *testing.T, c *icmp.PacketConn, v6 bool) []queued {
+	t.Helper()
+	var pc net.PacketConn
+	if v6 {
+		pc = c.IPv6PacketConn().PacketConn
+	} else {
+		pc = c.IPv4PacketConn().PacketConn
+	}
+	sc, ok := pc.(syscall.Conn)
+	if !ok {
+		t.Fatal("drain: no raw socket")
+	}
+	rc, err := sc.SyscallConn()
+	must(t, err)
+	var out []queued
+	must(t, rc.Read(func(fd uintptr) bool {
+		for {
+			b := make([]byte, 2048)
+			n, from, err := unix.Recvfrom(int(fd), b, unix.MSG_DONTWAIT)
+			if err != nil {
+				return true
+			}
+			q := queued{data: b[:n]}
+			switch a := from.(type) {
+			case *unix.SockaddrInet4:
+				q.from = netip.AddrFrom4(a.Addr).String()
+			case *unix.SockaddrInet6:
+				q.from = netip.AddrFrom16(a.Addr).String()
+			}
+			out = append(out, q)
+		}
+	}))
+	return out
 }

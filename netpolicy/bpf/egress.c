@@ -4,7 +4,8 @@
 // the ingress of the host side of its tap or veth, which is where the
 // guest's packets arrive. See docs/network.md ("The program").
 //
-//   ARP, and IPv6 neighbour discovery (ICMPv6 133-136, hop limit 255): pass
+//   ARP, and IPv6 neighbour discovery (ICMPv6 133-136, hop limit 255, to a
+//   link-local or link-scope multicast address): pass
 //   IPv4/IPv6: the destination is looked up in four LPM tries
 //     allow4/deny4 (IPv4), allow6/deny6 (IPv6); a value is the rule's
 //     prefix length. Longest prefix wins; deny wins at equal length; no
@@ -270,6 +271,16 @@ static __always_inline int ipv4(struct __sk_buff *skb, void *data, void *end)
 	return TC_ACT_SHOT;
 }
 
+// link_scope: a is link-local unicast (fe80::/10) or link-scope
+// multicast (ff02::/16). Neighbour discovery to any other address is
+// judged as ordinary traffic: the host would route it, and its options
+// could carry data past the policy.
+static __always_inline int link_scope(const struct in6_addr *a)
+{
+	__u8 b0 = a->s6_addr[0], b1 = a->s6_addr[1];
+	return (b0 == 0xfe && (b1 & 0xc0) == 0x80) || (b0 == 0xff && b1 == 0x02);
+}
+
 static __always_inline int ipv6(struct __sk_buff *skb, void *data, void *end)
 {
 	struct ethhdr *eth = data;
@@ -278,7 +289,7 @@ static __always_inline int ipv6(struct __sk_buff *skb, void *data, void *end)
 		count(COUNT_OTHER);
 		return TC_ACT_SHOT;
 	}
-	if (ip->nexthdr == IPPROTO_ICMPV6 && ip->hop_limit == 255) {
+	if (ip->nexthdr == IPPROTO_ICMPV6 && ip->hop_limit == 255 && link_scope(&ip->daddr)) {
 		struct icmp6hdr *icmp = (void *)(ip + 1);
 		if ((void *)(icmp + 1) <= end &&
 		    icmp->icmp6_type >= 133 && icmp->icmp6_type <= 136) {
