@@ -8,7 +8,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check
+.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check bench-netpolicy
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/lab, tools/kernel, tools/template.
@@ -60,6 +60,10 @@ bpf:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang llvm libbpf-dev; \
 	fi
 	$(GO) generate ./netpolicy
+
+# Set's cost (1 vs 1000 rules, one run) and the tries' memory (docs/network.md).
+bench-netpolicy:
+	$(GO) test -run '^$$' -bench '^BenchmarkSet$$' -benchtime 50x ./netpolicy
 
 bpf-check: bpf
 	@git diff --exit-code --stat -- $(BPF_OUT) || { echo "make bpf-check: $(BPF_OUT) differ from the committed build (commit them)"; exit 1; }
