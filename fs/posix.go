@@ -99,3 +99,11 @@ type BlockingWriter interface {
 	// BlocksOnWrite marks the handle; it does nothing.
 	BlocksOnWrite()
 }
+
+// Mover is a node whose identity is its path (a tree passing a real
+// file system through): after a rename moved it (9P: the server's
+// Renamed, for every fid in the moved subtree, parents first), it is
+// told its new place, so it keeps naming the same file.
+type Mover interface {
+	Moved(newDir Node, newName string)
+}

@@ -154,4 +154,15 @@ func TestNinep(t *testing.T) {
 	if got, want := diffText(t, w), "deleted dir/b.txt"; got != want {
 		t.Errorf("diff %q, want %q", got, want)
 	}
+
+	// A fid walked before a rename still names its file after it (the
+	// kernel's 9p client opens a renamed file through such a fid).
+	_, old, err := r.Walk([]string{"a.txt"})
+	must(t, err)
+	must(t, r.RenameAt("a.txt", d, "renamed.txt"))
+	_, _, err = old.Open(p9.ReadOnly)
+	must(t, err)
+	if n, err := old.ReadAt(buf, 0); string(buf[:n]) != "alpha" {
+		t.Errorf("read through the fid walked before the rename: %q, %v", buf[:n], err)
+	}
 }

@@ -38,11 +38,11 @@ func (d *Dir) change(name string, f func() error) error {
 // fresh copies d up and returns it and what name in it is; EEXIST if
 // it exists and must not.
 func (d *Dir) fresh(name string) (loc, error) {
-	p, err := d.w.upperDirs(d.path)
+	p, err := d.w.upperDirs(d.p())
 	if err != nil {
 		return p, err
 	}
-	c, err := d.w.child(&p, d.path, name)
+	c, err := d.w.child(&p, d.p(), name)
 	if err == nil && c.exists() {
 		err = syscall.EEXIST
 	}
@@ -59,7 +59,7 @@ func (d *Dir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm i
 		if _, err := d.fresh(name); err != nil {
 			return err
 		}
-		return withAt(d.w.upper, d.path, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
+		return withAt(d.w.upper, d.p(), unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
 			var err error
 			fd, err = unix.Openat(dirfd, name, sfs.HostOpenFlags(flags)|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, sfs.UnixMode(perm)&0o7777)
 			if err != nil {
@@ -74,7 +74,7 @@ func (d *Dir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm i
 				unix.Unlinkat(dirfd, name, 0)
 				return err
 			}
-			n = d.w.node(join(d.path, name), l, 0)
+			n = d.w.node(join(d.p(), name), l, 0)
 			return unwhite(dirfd, name)
 		})
 	})
@@ -93,7 +93,7 @@ func (d *Dir) Mkdir(_ context.Context, name string, perm iofs.FileMode) (sfs.Nod
 		if _, err := d.fresh(name); err != nil {
 			return err
 		}
-		return withAt(d.w.upper, d.path, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
+		return withAt(d.w.upper, d.p(), unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
 			_, err := lstatAt(dirfd, whPrefix+name)
 			if err == nil {
 				err = d.w.mkdirOpaque(dirfd, name, perm)
@@ -113,7 +113,7 @@ func (d *Dir) Mkdir(_ context.Context, name string, perm iofs.FileMode) (sfs.Nod
 			if err != nil {
 				return err
 			}
-			n = d.w.node(join(d.path, name), l, 0)
+			n = d.w.node(join(d.p(), name), l, 0)
 			return unwhite(dirfd, name)
 		})
 	})
@@ -182,11 +182,11 @@ func (w *World) whiteout(path string, st *unix.Stat_t) error {
 func (d *Dir) Remove(_ context.Context, name string, dir bool) error {
 	return d.change(name, func() error {
 		w := d.w
-		p, err := w.upperDirs(d.path)
+		p, err := w.upperDirs(d.p())
 		if err != nil {
 			return err
 		}
-		c, err := w.child(&p, d.path, name)
+		c, err := w.child(&p, d.p(), name)
 		switch {
 		case err != nil:
 			return err
@@ -197,13 +197,13 @@ func (d *Dir) Remove(_ context.Context, name string, dir bool) error {
 		case !dir && c.isDir():
 			return syscall.EISDIR
 		}
-		cp := join(d.path, name)
+		cp := join(d.p(), name)
 		if dir {
 			if kids, err := w.list(cp); err != nil || len(kids) > 0 {
 				return orErr(err, syscall.ENOTEMPTY)
 			}
 		}
-		if lst, ok := w.lowerHas(&p, d.path, name); ok {
+		if lst, ok := w.lowerHas(&p, d.p(), name); ok {
 			if err := w.whiteout(cp, &lst); err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ import (
 // ones and every change resolve the path again.
 type node struct {
 	w    *World
-	path string // "" for the root
+	path atomic.Pointer[string] // "" for the root; a rename moves it (Moved)
 	l    loc
 	gen  uint64 // World.gen before l was seen; 0: unknown
 	used atomic.Bool
@@ -49,6 +49,9 @@ var (
 	_ sfs.Readlinker = (*Link)(nil)
 	_ sfs.Opener     = (*Link)(nil)
 	_ sfs.Setattrer  = (*Link)(nil)
+	_ sfs.Mover      = (*File)(nil)
+	_ sfs.Mover      = (*Dir)(nil)
+	_ sfs.Mover      = (*Link)(nil)
 )
 
 // Root returns the union's root directory.
@@ -65,13 +68,38 @@ func (w *World) Root() (sfs.Dir, error) {
 
 // node makes the node of path, seen as l at gen g.
 func (w *World) node(path string, l loc, g uint64) sfs.Node {
+	var n sfs.Node
+	var nn *node
 	switch {
 	case l.isDir():
-		return &Dir{node{w: w, path: path, l: l, gen: g}}
+		d := &Dir{node{w: w, l: l, gen: g}}
+		n, nn = d, &d.node
 	case isLink(l.st()):
-		return &Link{node{w: w, path: path, l: l, gen: g}}
+		k := &Link{node{w: w, l: l, gen: g}}
+		n, nn = k, &k.node
+	default:
+		f := &File{node{w: w, l: l, gen: g}}
+		n, nn = f, &f.node
 	}
-	return &File{node{w: w, path: path, l: l, gen: g}}
+	nn.path.Store(&path)
+	return n
+}
+
+// p is the node's path.
+func (n *node) p() string { return *n.path.Load() }
+
+// Moved implements sfs.Mover: a rename (through any node) moved this
+// file to newName in newDir; the node follows it, so a 9P fid keeps
+// naming its file (the kernel's 9p client opens a renamed file through
+// the fid it walked before).
+func (n *node) Moved(newDir sfs.Node, newName string) {
+	d, ok := newDir.(*Dir)
+	if !ok || d.w != n.w {
+		return
+	}
+	p := join(d.p(), newName)
+	n.path.Store(&p)
+	n.used.Store(true) // its loc is the old path's
 }
 
 // Stat implements sfs.Node.Stat: the entry's own owner, mode and times;
@@ -80,7 +108,7 @@ func (n *node) Stat(context.Context) (sfs.Attr, error) {
 	l := n.l
 	if n.used.Swap(true) {
 		var err error
-		if l, err = n.w.locate(n.path); err != nil {
+		if l, err = n.w.locate(n.p()); err != nil {
 			return sfs.Attr{}, err
 		}
 	}
@@ -129,21 +157,21 @@ func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 	p := d.l
 	if d.gen != g { // the upper changed since d was seen
 		var err error
-		if p, err = d.w.resolve(d.path); err != nil {
+		if p, err = d.w.resolve(d.p()); err != nil {
 			return nil, err
 		}
 	}
 	if !p.isDir() {
 		return nil, syscall.ENOTDIR
 	}
-	c, err := d.w.child(&p, d.path, name)
+	c, err := d.w.child(&p, d.p(), name)
 	if err != nil {
 		return nil, err
 	}
 	if !c.exists() {
 		return nil, syscall.ENOENT
 	}
-	return d.w.node(join(d.path, name), c, g), nil
+	return d.w.node(join(d.p(), name), c, g), nil
 }
 
 // List implements sfs.Dir.List: the upper's entries and the lower's
@@ -151,7 +179,7 @@ func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 func (d *Dir) List(context.Context) ([]sfs.Dirent, error) {
 	d.w.layers.RLock()
 	defer d.w.layers.RUnlock()
-	return d.w.list(d.path)
+	return d.w.list(d.p())
 }
 
 // list lists the union's directory path. Called with layers held.
@@ -211,11 +239,11 @@ func (l *Link) Readlink(context.Context) (string, error) {
 	w := l.w
 	w.layers.RLock()
 	defer w.layers.RUnlock()
-	loc, err := w.resolve(l.path)
+	loc, err := w.resolve(l.p())
 	if err != nil {
 		return "", err
 	}
-	return readlinkAt(w.layerOf(&loc), l.path)
+	return readlinkAt(w.layerOf(&loc), l.p())
 }
 
 // layerOf is the root descriptor of the layer l's entry is in.
@@ -250,7 +278,7 @@ func (f *File) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) 
 	of := sfs.HostOpenFlags(flags) | unix.O_NOCTTY
 	w.layers.RLock()
 	defer w.layers.RUnlock()
-	l, err := w.resolve(f.path)
+	l, err := w.resolve(f.p())
 	if err != nil {
 		return nil, err
 	}
@@ -265,12 +293,12 @@ func (f *File) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) 
 		if err := w.writable(); err != nil {
 			return nil, err
 		}
-		if err := w.copyUp(f.path, of&unix.O_TRUNC == 0); err != nil {
+		if err := w.copyUp(f.p(), of&unix.O_TRUNC == 0); err != nil {
 			return nil, err
 		}
 		root = w.upper
 	}
-	fd, err := openAt(root, f.path, of, 0)
+	fd, err := openAt(root, f.p(), of, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func (d *Dir) Rename(_ context.Context, oldName string, newDir sfs.Node, newName
 	if err := d.w.checkName(newName); err != nil {
 		return err
 	}
-	w, src, dst := d.w, join(d.path, oldName), join(nd.path, newName)
+	w, src, dst := d.w, join(d.p(), oldName), join(nd.p(), newName)
 	if err := d.w.checkName(oldName); err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (d *Dir) Rename(_ context.Context, oldName string, newDir sfs.Node, newName
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.changed()
-	return w.rename(d.path, oldName, nd.path, newName, src, dst)
+	return w.rename(d.p(), oldName, nd.p(), newName, src, dst)
 }
 
 // rename moves the upper's src to dst. Called with mu held.
@@ -152,7 +152,7 @@ func (d *Dir) Link(_ context.Context, target sfs.Node, name string) error {
 		return err
 	}
 	d.w.layers.RLock()
-	err := d.w.copyUp(tn.path, true)
+	err := d.w.copyUp(tn.p(), true)
 	d.w.layers.RUnlock()
 	if err != nil {
 		return err
@@ -161,8 +161,8 @@ func (d *Dir) Link(_ context.Context, target sfs.Node, name string) error {
 		if _, err := d.fresh(name); err != nil {
 			return err
 		}
-		return withAt(d.w.upper, d.path, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
-			err := withAt(d.w.upper, tn.path, unix.O_PATH, func(tfd int) error {
+		return withAt(d.w.upper, d.p(), unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
+			err := withAt(d.w.upper, tn.p(), unix.O_PATH, func(tfd int) error {
 				return unix.Linkat(unix.AT_FDCWD, procPath(tfd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
 			})
 			if err != nil {
@@ -184,7 +184,7 @@ func (d *Dir) Symlink(_ context.Context, target, name string) (sfs.Node, error) 
 		if _, err := d.fresh(name); err != nil {
 			return err
 		}
-		return withAt(d.w.upper, d.path, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
+		return withAt(d.w.upper, d.p(), unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
 			if err := unix.Symlinkat(target, dirfd, name); err != nil {
 				return err
 			}
@@ -192,7 +192,7 @@ func (d *Dir) Symlink(_ context.Context, target, name string) (sfs.Node, error) 
 			if err := unix.Fstatat(dirfd, name, &l.us, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				return err
 			}
-			n = d.w.node(join(d.path, name), l, 0)
+			n = d.w.node(join(d.p(), name), l, 0)
 			return unwhite(dirfd, name)
 		})
 	})

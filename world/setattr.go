@@ -19,21 +19,21 @@ func (n *node) upperOf(data bool, f func(fd int) error) error {
 	}
 	w.layers.RLock()
 	defer w.layers.RUnlock()
-	l, err := w.resolve(n.path)
+	l, err := w.resolve(n.p())
 	if err != nil {
 		return err
 	}
 	if l.isDir() {
 		w.mu.Lock()
-		_, err = w.upperDirs(n.path)
+		_, err = w.upperDirs(n.p())
 		w.mu.Unlock()
 	} else {
-		err = w.copyUp(n.path, data)
+		err = w.copyUp(n.p(), data)
 	}
 	if err != nil {
 		return err
 	}
-	return withAt(w.upper, n.path, unix.O_PATH, f)
+	return withAt(w.upper, n.p(), unix.O_PATH, f)
 }
 
 // Truncate implements sfs.Truncater: a truncation to 0 copies no data.

@@ -34,7 +34,6 @@ const iounit = 64 << 10
 // returned.
 type file struct {
 	templatefs.XattrUnimplemented
-	templatefs.NoopRenamed
 	templatefs.NotLockable
 
 	c    *conn
@@ -47,6 +46,20 @@ type file struct {
 }
 
 var _ p9.File = (*file)(nil)
+
+// Renamed implements p9.File.Renamed: a node that names its file by path
+// (sfs.Mover) is told where the rename moved it. The p9 server calls it
+// for every fid in the moved subtree, parents first, under its global
+// rename lock.
+func (f *file) Renamed(newDir p9.File, newName string) {
+	d, ok := newDir.(*file)
+	if !ok {
+		return
+	}
+	if m, ok := f.ch.Node().(sfs.Mover); ok {
+		m.Moved(d.ch.Node(), newName)
+	}
+}
 
 // errno converts a tree error to the errno p9 sends in Rlerror.
 func errno(err error) error {

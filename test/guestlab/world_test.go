@@ -52,3 +52,84 @@ func TestWorldGuest(t *testing.T) {
 		t.Errorf("after apply, in the guest: %q", got)
 	}
 }
+
+// worldPOSIX is run by python3 in the guest on /workspace: the file
+// operations tools use (an editor's save by rename, lock files, hard and
+// symbolic links, chmod, directories, fsync, a 4 MiB file), each checked,
+// printing "ok" at the end.
+const worldPOSIX = `
+import os, hashlib
+os.chdir("/workspace")
+open("doc.txt.tmp", "w").write("saved\n")
+os.fsync(os.open("doc.txt.tmp", os.O_RDONLY))
+os.rename("doc.txt.tmp", "doc.txt")
+assert open("doc.txt").read() == "saved\n"
+fd = os.open("lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+os.close(fd)
+try:
+    os.open("lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644); raise SystemExit("O_EXCL twice")
+except FileExistsError:
+    pass
+os.unlink("lock")
+os.link("a.txt", "hard.txt")
+assert os.stat("hard.txt").st_ino == os.stat("a.txt").st_ino and os.stat("a.txt").st_nlink == 2
+os.symlink("a.txt", "sym")
+assert os.readlink("sym") == "a.txt" and open("sym").read() == "alpha\n"
+os.chmod("doc.txt", 0o600)
+assert os.stat("doc.txt").st_mode & 0o777 == 0o600
+os.makedirs("x/y/z")
+os.rmdir("x/y/z")
+os.rename("x", "x2")
+assert sorted(os.listdir("x2")) == ["y"]
+try:
+    os.rmdir("d"); raise SystemExit("rmdir of a non-empty dir")
+except OSError:
+    pass
+data = os.urandom(4 << 20)
+open("big.bin", "wb").write(data)
+assert hashlib.sha256(open("big.bin", "rb").read()).digest() == hashlib.sha256(data).digest()
+print(open("host").read().strip())
+print("ok")
+`
+
+// TestWorldGuestPOSIX: POSIX file operations inside the guest on
+// /workspace behave as on a local file system, the lower is untouched,
+// and a symbolic link in the lower is the guest's to follow (to the
+// guest's own files, never the host's).
+func TestWorldGuestPOSIX(t *testing.T) {
+	need(t)
+	d := startDaemon(t)
+	lower := t.TempDir()
+	for _, p := range []string{filepath.Dir(lower), lower} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(lower, "d"), 0o755)
+	for p, s := range map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n"} {
+		if err := os.WriteFile(filepath.Join(lower, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/etc/hostname", filepath.Join(lower, "host")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lower, "posix.py"), []byte(worldPOSIX), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.mustSh(t, "echo 'world w lower="+lower+"' > ctl; echo 'new p template=base world=w' > ctl")
+	d.waitAgent(t, "p")
+	out := d.mustSh(t, `echo 'python3 /workspace/posix.py 2>&1' > sandboxes/p/exec; cat sandboxes/p/exec`)
+	if out != "p\nok\n" { // the guest's host name: /etc/hostname is the guest's
+		t.Errorf("posix.py in the guest:\n%s", out)
+	}
+	diff := d.mustSh(t, "cat worlds/w/diff")
+	for _, want := range []string{"modified a.txt\n", "added big.bin\n", "added doc.txt\n", "added hard.txt\n", "added sym\n", "added x2\n"} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff lacks %q:\n%s", want, diff)
+		}
+	}
+	if ents, _ := os.ReadDir(lower); len(ents) != 4 {
+		t.Errorf("the lower changed: %v", ents)
+	}
+}
