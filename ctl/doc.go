@@ -35,6 +35,14 @@
 //     rollback verbs of a sandbox, new from=, rm on a snapshot's ctl
 //     (SnapshotVerbs). A Machine takes them (Snapshotter), a Runtime
 //     restores them (SnapshotRestorer); the VMM's in vmmsnap.go.
+//   - Worlds (worlds.go, worldstore.go, worldattach.go): the registry of
+//     worlds (Plane.wr, under its own leaf lock), <stateDir>/worlds/<w>/
+//     (record and data, made and removed by rename), the world verb of
+//     /ctl and WorldVerbs; their data (package world) is reached through
+//     WorldBackend, opened by the daemon's WorldOpener. A started
+//     sandbox with a world serves it to its guest on vsock port
+//     WorldPort (GuestListener) and has the agent mount it at
+//     /workspace (docs/worlds.md).
 //
 // # Lifecycle
 //
@@ -79,6 +87,11 @@
 // # Lock order
 //
 //	Sandbox.op → Plane.mu → Sandbox.mu
+//
+// worldReg.mu (the worlds) is a leaf: no other lock is taken under it.
+// It is held across a world's creation, first opening and removal (disk
+// work: a large upper's removal blocks other world lookups meanwhile),
+// never across Apply, Discard or Rebase.
 //
 // Sandbox.op serializes the operations on one sandbox (configure, start,
 // pause, resume, kill, rm, timeouts) and is the only lock held while
