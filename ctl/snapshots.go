@@ -87,11 +87,12 @@ func (p *Plane) LookupSnapshot(id string) (SnapshotInfo, error) {
 	return si, nil
 }
 
-// Snapshots returns the listed snapshots taken of s, oldest first.
+// Snapshots returns the listed snapshots taken of s, oldest first (not
+// those of an earlier sandbox of its name that another user made).
 func (s *Sandbox) Snapshots() []SnapshotInfo {
 	var out []SnapshotInfo
 	for _, si := range s.p.Snapshots() {
-		if si.Sandbox == s.id {
+		if si.Sandbox == s.id && si.Owner.UID == s.owner.UID {
 			out = append(out, si)
 		}
 	}
@@ -272,6 +273,11 @@ func (s *Sandbox) rollback(ctx context.Context, c Command, v *Verb) error {
 	defer p.unpinSnap(ref.ID)
 	if ref.Sandbox != s.id {
 		return Errorf(syscall.EINVAL, "%s: snapshot %s is of sandbox %s, not %s", v.Name, msg.Cite(ref.ID), msg.Cite(ref.Sandbox), msg.Cite(s.id))
+	}
+	// A snapshot outlives its sandbox and names are reused: the one of
+	// an earlier sandbox of that name may be another user's.
+	if ref.Owner.UID != s.owner.UID {
+		return Errorf(syscall.EPERM, "%s: snapshot %s belongs to uid %d", v.Name, msg.Cite(ref.ID), ref.Owner.UID)
 	}
 	old := s.m
 	s.mu.Lock()
