@@ -121,7 +121,8 @@ func importFile(work, rel, dst string, uid int, move bool) error {
 		return err
 	}
 	defer unix.Close(dfd)
-	fd, err := unix.Openat(dfd, filepath.Base(rel), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// O_NONBLOCK: a FIFO in its place must not hang the daemon.
+	fd, err := unix.Openat(dfd, filepath.Base(rel), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -146,6 +147,9 @@ func importFile(work, rel, dst string, uid int, move bool) error {
 	if err := unix.Fchmod(fd, 0o644); err != nil {
 		return err
 	}
+	if err := noWriters(fd); err != nil {
+		return err
+	}
 	err = unix.Linkat(fd, "", unix.AT_FDCWD, dst, unix.AT_EMPTY_PATH)
 	if errors.Is(err, unix.ENOENT) { // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH
 		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
@@ -155,6 +159,23 @@ func importFile(work, rel, dst string, uid int, move bool) error {
 	}
 	// In the VMM's own directory, whatever the name now is.
 	return unix.Unlinkat(dfd, filepath.Base(rel), 0)
+}
+
+// noWriters fails if anyone has fd's file open for writing (an fd or a
+// shared writable mapping the VMM kept from before the fchown and fchmod:
+// through it the VMM could change a snapshot after it was checked and
+// shared, e.g. what a rollback returns to). Nobody can open it for
+// writing afterwards (root's, 0644). A read lease is refused (EAGAIN)
+// exactly when the file has a writer; it is released at once.
+func noWriters(fd int) error {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		if errors.Is(err, unix.EAGAIN) {
+			return errors.New("open for writing by another process")
+		}
+		return fmt.Errorf("checking for writers (read lease): %w", err)
+	}
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
+	return err
 }
 
 // removeBeneath removes rel under work, a directory of files or anything
