@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sandfs/ctl/cred"
 	sfs "sandfs/fs"
 )
 
@@ -16,7 +17,9 @@ import (
 // entry removed where the lower has one leaves a whiteout, written
 // before the upper's entry goes, so a kill in between shows the entry,
 // never the lower's. Modes are applied exactly (no umask); what is made
-// belongs to the daemon, as in the guest's fs/ (chown afterwards).
+// belongs to the caller (cred.Of: the 9P or FUSE client, a guest's
+// sandbox owner), so what the world adds lands in the lower as theirs;
+// a daemon that is not root cannot give files away and keeps them.
 
 // change runs f with layers held for reading and mu held, after
 // checking name and that the world may change.
@@ -50,7 +53,7 @@ func (d *Dir) fresh(name string) (loc, error) {
 }
 
 // Create implements sfs.Creator.
-func (d *Dir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm iofs.FileMode) (sfs.Node, sfs.Handle, error) {
+func (d *Dir) Create(ctx context.Context, name string, flags sfs.OpenFlags, perm iofs.FileMode) (sfs.Node, sfs.Handle, error) {
 	var (
 		n  sfs.Node
 		fd = -1
@@ -66,7 +69,11 @@ func (d *Dir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm i
 				return err
 			}
 			l := loc{up: true}
-			if err = unix.Fchmod(fd, sfs.UnixMode(perm)&0o7777); err == nil {
+			uid, gid := ownerOf(ctx)
+			if err = unix.Fchown(fd, uid, gid); err == nil {
+				err = unix.Fchmod(fd, sfs.UnixMode(perm)&0o7777) // after chown, which clears setuid
+			}
+			if err == nil {
 				err = fstat(fd, &l.us)
 			}
 			if err != nil {
@@ -87,7 +94,7 @@ func (d *Dir) Create(_ context.Context, name string, flags sfs.OpenFlags, perm i
 // Mkdir implements sfs.Mkdirer. Over a whiteout the new directory is
 // opaque (the lower's old one must not show through): it is made in
 // work/ with its marker, then renamed into place.
-func (d *Dir) Mkdir(_ context.Context, name string, perm iofs.FileMode) (sfs.Node, error) {
+func (d *Dir) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (sfs.Node, error) {
 	var n sfs.Node
 	err := d.change(name, func() error {
 		if _, err := d.fresh(name); err != nil {
@@ -105,6 +112,10 @@ func (d *Dir) Mkdir(_ context.Context, name string, perm iofs.FileMode) (sfs.Nod
 			}
 			l := loc{up: true}
 			err = withAt(dirfd, name, unix.O_PATH|unix.O_DIRECTORY, func(fd int) error {
+				uid, gid := ownerOf(ctx)
+				if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+					return err
+				}
 				if err := unix.Chmod(procPath(fd), sfs.UnixMode(perm)&0o7777); err != nil {
 					return err
 				}
@@ -148,6 +159,16 @@ func makeMarker(root int, path string) error {
 		}
 		return unix.Close(fd)
 	})
+}
+
+// ownerOf is who a new entry belongs to: ctx's caller, or -1 (as made)
+// when the daemon is not root.
+func ownerOf(ctx context.Context) (int, int) {
+	if unix.Geteuid() != 0 {
+		return -1, -1
+	}
+	c := cred.Of(ctx)
+	return int(c.UID), int(c.GID)
 }
 
 // unwhite removes name's whiteout from the upper directory dirfd.

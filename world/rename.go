@@ -175,7 +175,7 @@ func (d *Dir) Link(_ context.Context, target sfs.Node, name string) error {
 
 // Symlink implements sfs.Symlinker: the text is stored as given; the
 // union never follows it.
-func (d *Dir) Symlink(_ context.Context, target, name string) (sfs.Node, error) {
+func (d *Dir) Symlink(ctx context.Context, target, name string) (sfs.Node, error) {
 	if len(target) == 0 || len(target) >= unix.PathMax {
 		return nil, syscall.EINVAL
 	}
@@ -186,6 +186,10 @@ func (d *Dir) Symlink(_ context.Context, target, name string) (sfs.Node, error) 
 		}
 		return withAt(d.w.upper, d.p(), unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
 			if err := unix.Symlinkat(target, dirfd, name); err != nil {
+				return err
+			}
+			uid, gid := ownerOf(ctx)
+			if err := unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				return err
 			}
 			l := loc{up: true}

@@ -2,11 +2,18 @@ package world
 
 import (
 	"errors"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/cred"
+	sfs "sandfs/fs"
+	"sandfs/test/testenv"
 )
 
 // newLower makes a small lower tree.
@@ -208,4 +215,36 @@ func TestPOSIX(t *testing.T) {
 		}
 		wantDisk(t, filepath.Join(lower, "dir/sub/c.txt"), "gamma")
 	})
+}
+
+// TestOwner: what the world adds belongs to the caller, and keeps that
+// owner when applied to the lower.
+func TestOwner(t *testing.T) {
+	testenv.NeedRoot(t)
+	lower := newLower(t)
+	w := openWorld(t, lower, Overlay)
+	r, err := w.Root()
+	must(t, err)
+	root := r.(*Dir)
+	alice := cred.With(bg, cred.Cred{UID: 4001, GID: 4002})
+	_, h, err := root.Create(alice, "f", sfs.WriteOnly, 0o640)
+	must(t, err)
+	h.Close()
+	_, err = root.Mkdir(alice, "d2", iofs.ModeDir|0o750)
+	must(t, err)
+	_, err = root.Symlink(alice, "f", "l2")
+	must(t, err)
+	must(t, w.Apply(false))
+	for _, p := range []string{"f", "d2", "l2"} {
+		var st unix.Stat_t
+		must(t, unix.Lstat(filepath.Join(lower, p), &st))
+		if st.Uid != 4001 || st.Gid != 4002 {
+			t.Errorf("%s in the lower: %d:%d, want 4001:4002", p, st.Uid, st.Gid)
+		}
+	}
+	var st unix.Stat_t
+	must(t, unix.Lstat(filepath.Join(lower, "f"), &st))
+	if st.Mode&0o7777 != 0o640 {
+		t.Errorf("f mode %o, want 640", st.Mode&0o7777)
+	}
 }
