@@ -76,7 +76,8 @@ not dead (kill it first).`,
 symbolic links are resolved once, here) seen through a private upper
 (docs/worlds.md). mode: overlay (the default: changes go to the upper),
 readonly (every change is EROFS), unsafe-rw (changes go straight into
-the lower; no diff, nothing to apply). The world belongs to the writer's
+the lower, as the daemon: root only, EPERM otherwise; no diff, nothing
+to apply). The world belongs to the writer's
 uid, who must be able to read lower (search on each directory above it,
 read and search on it); it survives a daemon restart until rm on its
 ctl. Reading the same open gives its name.
@@ -97,13 +98,14 @@ var WorldVerbs = Table{
 		Usage: "apply [force]",
 		Min:   0, Max: 1,
 		Doc: `Writes the world's changes (its diff) into the lower, then removes them
-from the upper. Without force it first refuses if any path it would
+from the upper. Root only (EPERM): it writes as the daemon, and the
+owner was only checked to read the lower. Without force it first refuses if any path it would
 change changed in the lower since the world first changed it, naming
 those paths, and changes nothing. File by file, each synced and renamed
 into place before its upper entry goes: a daemon killed meanwhile leaves
 each lower file old or new, and a re-run completes the apply. The
 world's other operations wait meanwhile.
-Errors: EINVAL an argument other than force, or an unsafe-rw world;
+Errors: EPERM not root; EINVAL an argument other than force, or an unsafe-rw world;
 EBUSY conflicts (the text lists them); EIO a write failed (the changes
 not yet applied stay in the upper).`,
 		Run: handler{check: checkForce, world: (*Plane).worldApply},

@@ -169,6 +169,9 @@ func (p *Plane) ctlWorld(ctx context.Context, c Command, v *Verb) (string, error
 	if mode == "" {
 		mode = WorldModes[0]
 	}
+	if mode == "unsafe-rw" && !who.Privileged() {
+		return "", Errorf(syscall.EPERM, "%s: mode=unsafe-rw writes into the lower as the daemon: root only (%s may only read %s)", v.Name, who, msg.Cite(lower))
+	}
 	wi := WorldInfo{Name: c.World, Owner: who.Owner(), Lower: lower, Mode: mode, Created: time.Now().UTC()}
 	p.wr.mu.Lock()
 	defer p.wr.mu.Unlock()
@@ -287,7 +290,15 @@ func (p *Plane) worldDo(c Command, v *Verb, f func(WorldBackend) (string, error)
 	return reply, nil
 }
 
-func (p *Plane) worldApply(_ context.Context, c Command, v *Verb) (string, error) {
+// worldApply writes into the lower as the daemon (root), not as the
+// world's owner, who was only checked to read it (and whose files in the
+// upper are the daemon's, with the modes the guest chose, setuid
+// included): root only, until the writes run with the owner's
+// credentials.
+func (p *Plane) worldApply(ctx context.Context, c Command, v *Verb) (string, error) {
+	if who := cred.Of(ctx); !who.Privileged() {
+		return "", Errorf(syscall.EPERM, "%s: writes into the lower as the daemon: root only (%s)", v.Name, who)
+	}
 	return p.worldDo(c, v, func(b WorldBackend) (string, error) { return "", b.Apply(len(c.Args) == 1) })
 }
 
