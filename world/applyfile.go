@@ -44,8 +44,12 @@ func (w *World) applyFile(p string) error {
 }
 
 // writeLower makes tmp in the lower directory ldir a synced copy of the
-// upper's p (us).
-func (w *World) writeLower(p string, us *unix.Stat_t, ldir int, tmp string) error {
+// upper's p (us), never setuid or setgid: the upper's files are the
+// daemon's with the modes a guest chose.
+func (w *World) writeLower(p string, upper *unix.Stat_t, ldir int, tmp string) error {
+	st := *upper
+	st.Mode &^= unix.S_ISUID | unix.S_ISGID
+	us := &st
 	switch {
 	case isLink(us):
 		target, err := readlinkAt(w.upper, p)
