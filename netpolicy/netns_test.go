@@ -31,6 +31,9 @@ type topo struct {
 var servers = []string{"10.99.1.1", "10.99.2.1", "fd99:1::1", "fd99:2::1"}
 
 // newTopo builds the topology with a loaded, attached filter holding p.
+// A host that cannot make network namespaces or load and attach the
+// program hands the test to the lab (test/lab-packages), whose kernel
+// has BPF_SYSCALL, clsact and cls_bpf; there, a failure fails.
 func newTopo(t *testing.T, p *Policy) *topo {
 	t.Helper()
 	testenv.NeedRoot(t)
@@ -49,7 +52,7 @@ func newTopo(t *testing.T, p *Policy) *topo {
 	}
 	runtime.UnlockOSThread()
 	orig.Close()
-	testenv.Need(t, err == nil, "network namespaces: "+errText(err))
+	testenv.HandOff(t, err == nil, "network namespaces: "+errText(err))
 	t.Cleanup(func() { tp.guest.Close(); tp.host.Close() })
 
 	tp.hh = handleAt(t, tp.host)
@@ -66,7 +69,7 @@ func newTopo(t *testing.T, p *Policy) *topo {
 	}
 
 	tp.f, err = Load()
-	testenv.Need(t, err == nil, "loading the eBPF program: "+errText(err))
+	testenv.HandOff(t, err == nil, "loading the eBPF program: "+errText(err))
 	t.Cleanup(func() {
 		if tp.f != nil {
 			tp.f.Close()
@@ -74,7 +77,7 @@ func newTopo(t *testing.T, p *Policy) *topo {
 	})
 	must(t, tp.f.Set(p))
 	err = tp.f.Attach(tp.hh, tp.h0.Attrs().Index)
-	testenv.Need(t, err == nil, "attaching a tc BPF program (clsact): "+errText(err))
+	testenv.HandOff(t, err == nil, "attaching a tc BPF program (clsact): "+errText(err))
 	return tp
 }
 
@@ -92,7 +95,12 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func netlinkAt(ns netns.NsHandle) (*netlink.Handle, error) { return netlink.NewHandleAt(ns) }
+// netlinkAt is a rtnetlink handle in ns (only NETLINK_ROUTE: by default
+// netlink also opens XFRM and netfilter sockets, which a kernel without
+// them, the lab's, refuses with EPROTONOSUPPORT).
+func netlinkAt(ns netns.NsHandle) (*netlink.Handle, error) {
+	return netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+}
 
 func handleAt(t *testing.T, ns netns.NsHandle) *netlink.Handle {
 	t.Helper()
