@@ -142,48 +142,11 @@ func (st *store) snapsDir() string { return filepath.Join(st.dir, snapsName) }
 // snapDir is the directory of snapshot id.
 func (st *store) snapDir(id string) string { return filepath.Join(st.snapsDir(), id) }
 
-// loadSnaps reads every snapshot record, removing the leftovers of
-// interrupted writes and removals; corrupt ones are logged and skipped
-// (left in place; their names are returned in bad).
+// loadSnaps reads every snapshot record (loadRecordDirs); a template's
+// snapshot (snapBase) is not one.
 func (st *store) loadSnaps(log *slog.Logger) (infos []SnapshotInfo, bad []string, err error) {
-	dir := st.snapsDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, Errorf(syscall.EIO, "open: %v", err)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, nil, Errorf(syscall.EIO, "open: %v", err)
-	}
-	for _, e := range ents {
-		name, path := e.Name(), filepath.Join(dir, e.Name())
-		if strings.HasPrefix(name, snapBaseMark) {
-			continue // a template's snapshot (snapBase)
-		}
-		if strings.HasPrefix(name, snapTmpMark) || strings.HasPrefix(name, snapGoneMark) {
-			log.Info("removing an interrupted snapshot write or removal", "dir", path)
-			if err := os.RemoveAll(path); err != nil {
-				log.Warn("cannot remove", "dir", path, "err", err)
-			}
-			continue
-		}
-		var si SnapshotInfo
-		b, err := os.ReadFile(filepath.Join(path, snapInfo))
-		if err == nil {
-			err = json.Unmarshal(b, &si)
-		}
-		if err == nil {
-			err = si.validate(name)
-		}
-		if err != nil {
-			log.Error("skipping corrupt snapshot (left in place)", "dir", path, "err", err)
-			if ValidName(name) {
-				bad = append(bad, name)
-			}
-			continue
-		}
-		infos = append(infos, si)
-	}
-	return infos, bad, nil
+	return loadRecordDirs[SnapshotInfo](log, st.snapsDir(), snapInfo, "snapshot",
+		func(name string) bool { return strings.HasPrefix(name, snapBaseMark) })
 }
 
 // snapTemp makes the directory a snapshot id is written in,

@@ -181,14 +181,7 @@ func (st *store) load(log *slog.Logger) (recs []record, bad []string, err error)
 			log.Warn("ignoring unexpected file in state directory", "file", path)
 			continue
 		}
-		var r record
-		b, err := os.ReadFile(path)
-		if err == nil {
-			err = json.Unmarshal(b, &r)
-		}
-		if err == nil {
-			err = r.validate(name)
-		}
+		r, err := readRecord[record](path, name)
 		if err != nil {
 			log.Error("skipping corrupt sandbox record (left in place)", "file", path, "err", err)
 			if ValidName(id) {

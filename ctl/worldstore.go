@@ -82,45 +82,9 @@ func (st *store) worldsDir() string { return filepath.Join(st.dir, worldsName) }
 // worldDir is the directory of world name (Plane.World opens its data there).
 func (st *store) worldDir(name string) string { return filepath.Join(st.worldsDir(), name) }
 
-// loadWorlds reads every world record, removing the leftovers of
-// interrupted creations and removals; corrupt ones are logged and
-// skipped (left in place; their names are returned in bad).
+// loadWorlds reads every world record (loadRecordDirs).
 func (st *store) loadWorlds(log *slog.Logger) (infos []WorldInfo, bad []string, err error) {
-	dir := st.worldsDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, Errorf(syscall.EIO, "open: %v", err)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, nil, Errorf(syscall.EIO, "open: %v", err)
-	}
-	for _, e := range ents {
-		name, path := e.Name(), filepath.Join(dir, e.Name())
-		if strings.HasPrefix(name, snapTmpMark) || strings.HasPrefix(name, snapGoneMark) {
-			log.Info("removing an interrupted world creation or removal", "dir", path)
-			if err := os.RemoveAll(path); err != nil {
-				log.Warn("cannot remove", "dir", path, "err", err)
-			}
-			continue
-		}
-		var wi WorldInfo
-		b, err := os.ReadFile(filepath.Join(path, snapInfo))
-		if err == nil {
-			err = json.Unmarshal(b, &wi)
-		}
-		if err == nil {
-			err = wi.validate(name)
-		}
-		if err != nil {
-			log.Error("skipping corrupt world (left in place)", "dir", path, "err", err)
-			if ValidName(name) {
-				bad = append(bad, name)
-			}
-			continue
-		}
-		infos = append(infos, wi)
-	}
-	return infos, bad, nil
+	return loadRecordDirs[WorldInfo](log, st.worldsDir(), snapInfo, "world", nil)
 }
 
 // worldCreate writes wi's record in a new directory and renames it into
