@@ -44,3 +44,16 @@ func TestWorldWritesAsRoot(t *testing.T) {
 		t.Errorf("root's unsafe-rw world: %v", err)
 	}
 }
+
+// TestWorldOverProc: /proc is readable by everyone, but its files are
+// guarded at open by the opener's credentials (/proc/1/maps, kallsyms),
+// and the daemon opens a lower's files as root: a world over it is root's.
+func TestWorldOverProc(t *testing.T) {
+	p, _ := openPlane(t, t.TempDir(), nil)
+	p.SetWorldOpener(worldsOpener(map[string]*fakeWorld{}))
+	_, err := p.Ctl(as(t, alice), []byte("world w lower=/proc"))
+	wantErr(t, "alice's world over /proc", err, syscall.EACCES, "proc")
+	if _, err := p.Ctl(ctx(t), []byte("world w lower=/proc")); err != nil {
+		t.Errorf("root's world over /proc: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
@@ -205,7 +208,33 @@ func checkLower(verb, lower string, who cred.Cred) (string, error) {
 	if err := mayRead(who, real); err != nil {
 		return "", Errorf(syscall.EACCES, "%s: %s may not read lower %s (%s)", verb, who, msg.Cite(lower), err)
 	}
+	if err := notKernelFS(real); err != nil && !who.Privileged() {
+		return "", Errorf(syscall.EACCES, "%s: lower %s: %v", verb, msg.Cite(lower), err)
+	}
 	return real, nil
+}
+
+// kernelFS are the file systems whose files the kernel guards at open by
+// the opener's credentials beyond their modes (/proc/<pid>/maps,
+// /proc/kallsyms, sysfs attributes): the daemon opens a lower's files as
+// root, so only root may have a world over one.
+var kernelFS = map[int64]string{
+	unix.PROC_SUPER_MAGIC: "proc", unix.SYSFS_MAGIC: "sysfs", unix.DEBUGFS_MAGIC: "debugfs",
+	unix.TRACEFS_MAGIC: "tracefs", unix.SECURITYFS_MAGIC: "securityfs", unix.BPF_FS_MAGIC: "bpf",
+	unix.CGROUP_SUPER_MAGIC: "cgroup", unix.CGROUP2_SUPER_MAGIC: "cgroup2", 0x62656570: "configfs",
+	unix.EFIVARFS_MAGIC: "efivarfs", unix.PSTOREFS_MAGIC: "pstore", unix.DEVPTS_SUPER_MAGIC: "devpts",
+}
+
+// notKernelFS refuses a directory on one of kernelFS.
+func notKernelFS(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return err
+	}
+	if name, ok := kernelFS[int64(st.Type)]; ok {
+		return fmt.Errorf("on %s, whose files the kernel guards by the opener (root only)", name)
+	}
+	return nil
 }
 
 // pathErrText is an *os.PathError's reason alone.

@@ -11,7 +11,10 @@ import (
 // descriptor, never following a symbolic link.
 
 // openAt opens path (relative to root, "" for root itself) without
-// following any symbolic link and without leaving root.
+// following any symbolic link, without leaving root and without crossing
+// into another mount: the daemon opens as root, and a mount under a lower
+// (/proc under lower=/) has files whose access the kernel decides at open
+// from the opener's credentials, not from the modes the union checks.
 func openAt(root int, path string, flags int, mode uint32) (int, error) {
 	if path == "" {
 		path = "."
@@ -20,7 +23,7 @@ func openAt(root int, path string, flags int, mode uint32) (int, error) {
 		fd, err := unix.Openat2(root, path, &unix.OpenHow{
 			Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
 			Mode:    uint64(mode),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		})
 		if err == unix.EAGAIN || err == unix.EINTR { // a rename raced the lookup
 			continue

@@ -285,8 +285,13 @@ func (f *File) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) 
 	if l.isDir() {
 		return nil, syscall.EISDIR
 	}
-	if l.st().Mode&unix.S_IFMT == unix.S_IFIFO {
+	switch l.st().Mode & unix.S_IFMT {
+	case unix.S_IFIFO:
 		of |= unix.O_NONBLOCK
+	case unix.S_IFCHR, unix.S_IFBLK:
+		// Opened by the daemon, as root: the kernel's own checks at open
+		// (/dev/kmsg's CAP_SYSLOG) would pass for anyone the mode lets.
+		return nil, syscall.EACCES
 	}
 	root := w.layerOf(&l)
 	if flags.Writable() || of&unix.O_TRUNC != 0 {
@@ -301,6 +306,11 @@ func (f *File) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) 
 	fd, err := openAt(root, f.p(), of, 0)
 	if err != nil {
 		return nil, err
+	}
+	var st unix.Stat_t
+	if err := fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFCHR || st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		unix.Close(fd) // a device swapped in since the check
+		return nil, orErr(err, syscall.EACCES)
 	}
 	return sfs.NewFDHandle(fd), nil
 }
