@@ -31,3 +31,25 @@ func TestApplyNoSetuid(t *testing.T) {
 	}
 	wantDisk(t, tool, "the guest's program")
 }
+
+// TestApplyThroughLowerLink: after the world changed dir/b.txt, the
+// lower's dir is swapped for a symbolic link to a directory outside (as
+// someone who may write the lower could). Apply must not write through
+// it: it fails, or (force: the world's directory wins) replaces the link.
+func TestApplyThroughLowerLink(t *testing.T) {
+	lower, outside := newLower(t), t.TempDir()
+	w := openWorld(t, lower, Overlay)
+	tg := nodes(t, w)
+	must(t, tg.write("dir/b.txt", "through the link"))
+	must(t, os.Rename(filepath.Join(lower, "dir"), filepath.Join(lower, "dir.old")))
+	must(t, os.Symlink(outside, filepath.Join(lower, "dir")))
+	if err := w.Apply(true); err == nil {
+		wantDisk(t, filepath.Join(lower, "dir", "b.txt"), "through the link")
+		if fi, err := os.Lstat(filepath.Join(lower, "dir")); err != nil || !fi.IsDir() {
+			t.Errorf("lower dir after apply: %v, %v; want the world's directory", fi, err)
+		}
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("apply wrote outside the lower: %v", ents)
+	}
+}
