@@ -77,11 +77,17 @@
 //
 // # Restart
 //
-// Open loads every record. Sandboxes recorded as running, paused or
-// stopping are re-attached if the Runtime implements Reattacher and
-// succeeds (a stopping one is then stopped, a deadline that passed while
-// the daemon was away fires at once); otherwise, and always for creating,
-// they are dead with err "daemon restarted". Corrupt
+// Open loads every record (restart.go). Sandboxes recorded as running,
+// paused or stopping are re-attached if the Runtime implements
+// Reattacher and succeeds (a stopping one is then stopped, a running or
+// paused one is resumed or paused to match its record, a deadline that
+// passed while the daemon was away fires at once); otherwise, and always
+// for creating, they are dead with err "daemon restarted" (followed by
+// the reason when Reattach failed). A Runtime that is also a Reaper ends
+// the machines no sandbox gets back: those of sandboxes recorded dead or
+// creating, of corrupt records, and of run directories no record names
+// (which are then removed). The VMM runtime does both (vmm_adopt.go):
+// its VMMs outlive the daemon, even a kill -9. Corrupt
 // records are logged and skipped (never deleted; their ids stay taken).
 //
 // # Lock order

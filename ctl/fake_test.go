@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 )
@@ -21,6 +22,7 @@ type fakeRuntime struct {
 	froms  []SnapshotRef // every Restore, in order
 	// failRestore: the Restore whose number (from 1) it holds fails.
 	failRestore int
+	reaped      []string // ids, by Reap (reattachRuntime)
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -95,6 +97,37 @@ func (r reattachRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) 
 		return m, nil
 	}
 	return nil, errors.New("no such machine")
+}
+
+// Reap implements Reaper: a machine still live for the directory's id
+// (its base name) is stopped; every call is recorded.
+func (r reattachRuntime) Reap(dir string) error {
+	id := filepath.Base(dir)
+	r.mu.Lock()
+	r.reaped = append(r.reaped, id)
+	m := r.live[id]
+	r.mu.Unlock()
+	if m != nil {
+		m.Stop(context.Background())
+	}
+	return nil
+}
+
+// reapedIDs returns the ids Reap was called for, in order.
+func (r *fakeRuntime) reapedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reaped)
+}
+
+// run makes a live machine for id, as a VMM left running by a daemon
+// that died would be.
+func (r *fakeRuntime) run(id string) *fakeMachine {
+	m := &fakeMachine{done: make(chan struct{})}
+	r.mu.Lock()
+	r.live[id] = m
+	r.mu.Unlock()
+	return m
 }
 
 // fakeMachine is the test double for Machine.
@@ -205,4 +238,5 @@ var _ Pider = (*fakeMachine)(nil)
 var _ Reattacher = reattachRuntime{}
 var _ Snapshotter = (*fakeMachine)(nil)
 var _ SnapshotRestorer = (*fakeRuntime)(nil)
+var _ Reaper = reattachRuntime{}
 var _ = syscall.EIO

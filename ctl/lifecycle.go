@@ -2,8 +2,8 @@ package ctl
 
 // A sandbox's lifecycle, the verbs that move it between states: start
 // (launch, create, attach to the machine and watch it), pause and resume,
-// kill, remove, and restore at daemon start. The handle, its status, err
-// and wait are in sandbox.go.
+// kill, remove (restore at daemon start is in restart.go). The handle,
+// its status, err and wait are in sandbox.go.
 
 import (
 	"context"
@@ -329,43 +329,4 @@ func (s *Sandbox) remove(v *Verb) error {
 func (s *Sandbox) dropLocked() {
 	s.p.unregister(s)
 	s.setState(StateRemoved, nil)
-}
-
-// restore settles a sandbox loaded by Open: states that had a machine are
-// re-attached or declared dead; the timeout is re-armed.
-func (s *Sandbox) restore() {
-	p := s.p
-	s.op.Lock()
-	defer s.op.Unlock()
-	switch s.state {
-	case StateCreating, StateRunning, StatePaused, StateStopping:
-	default:
-		return
-	}
-	var m Machine
-	var err error = Errorf(syscall.ENOTSUP, "runtime cannot re-attach")
-	if ra, ok := p.rt.(Reattacher); ok && p.rt != nil && s.state != StateCreating {
-		spec := Spec{ID: s.id, Config: s.cfg.Defaults(), Dir: p.st.runDir(s.id), UID: s.uid}
-		m, err = ra.Reattach(p.ctx, spec)
-		if err == nil && m == nil {
-			err = Errorf(syscall.EIO, "runtime returned no machine")
-		}
-	}
-	if err != nil {
-		p.log.Info("sandbox did not survive the restart", "sandbox", s.id, "state", s.state, "err", err)
-		// Bypass the table: this is a fresh start, not a transition.
-		s.state = StateStopping
-		s.die("daemon restarted", nil)
-		return
-	}
-	s.attach(m)
-	if s.state == StateStopping {
-		if err := m.Stop(p.ctx); err != nil {
-			p.log.Error("cannot stop re-attached machine", "sandbox", s.id, "err", err)
-		}
-		return
-	}
-	s.mu.Lock()
-	s.armLocked()
-	s.mu.Unlock()
 }

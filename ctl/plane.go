@@ -58,7 +58,10 @@ type Plane struct {
 // loads the recorded sandboxes. Records of sandboxes that were running,
 // paused or stopping are re-attached through rt if it implements
 // Reattacher; otherwise (and always when they were creating) they come
-// back dead with err "daemon restarted".
+// back dead with err "daemon restarted" (and the reason, if Reattach
+// failed). If rt implements Reaper, machines that no sandbox gets back
+// are ended, and run directories no record names are removed
+// (restart.go).
 // Corrupt records are logged and skipped, never deleted (their ids stay
 // taken). rt may be nil: everything works except creating sandboxes,
 // which fails with ENODEV. log may be nil (discard).
@@ -115,6 +118,7 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 	for _, s := range p.Sandboxes() {
 		s.restore()
 	}
+	p.reapStrays()
 	return p, nil
 }
 

@@ -50,11 +50,25 @@ type Runtime interface {
 // which outlived a daemon restart (for example a VMM process whose socket
 // is in s.Dir). Open calls Reattach for each sandbox recorded as running,
 // paused or stopping (a sandbox that was creating is not re-attached); on
-// error the sandbox is marked dead with reason "daemon restarted" (and the
-// error logged). Without Reattacher every such sandbox comes back dead.
-// The returned machine must be in the recorded state (running or paused).
+// error the sandbox is marked dead with err "daemon restarted: <error>"
+// (and the error logged), and Reattach must have left no machine running.
+// Without Reattacher every such sandbox comes back dead with err "daemon
+// restarted". Open then pauses or resumes the machine to the recorded
+// state (running or paused): the daemon may have died between asking the
+// machine and recording its answer.
 type Reattacher interface {
 	Reattach(ctx context.Context, s Spec) (Machine, error)
+}
+
+// Reaper is optionally implemented by a Runtime whose machines outlive
+// the daemon. Open calls Reap for each run directory whose machine is not
+// re-attached: of a sandbox recorded dead or creating, of a corrupt
+// record, and of a directory no record names (a sandbox removed, or never
+// recorded, when the daemon died), which Open then removes. Reap ends the
+// machine still running there, if any, and removes what the runtime kept
+// to find it again; logs and disk layers stay.
+type Reaper interface {
+	Reap(dir string) error
 }
 
 // Machine is one running sandbox as the runtime sees it. Methods may be

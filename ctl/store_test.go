@@ -79,7 +79,7 @@ func TestRestartReattach(t *testing.T) {
 	if got := lookup(t, p2, "a").Status(); got != statusA {
 		t.Errorf("status after re-attach = %q; want %q (same deadline)", got, statusA)
 	}
-	if got := lookup(t, p2, "gone").Err(); got != "daemon restarted" {
+	if got := lookup(t, p2, "gone").Err(); got != "daemon restarted: no such machine" {
 		t.Errorf("gone: Err() = %q", got)
 	}
 	b := lookup(t, p2, "b")

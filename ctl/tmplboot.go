@@ -127,7 +127,7 @@ func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir, id string) 
 		return err
 	}
 	defer os.RemoveAll(b.Dir)
-	m, err := r.startFrom(ctx, b, "", tmplHostname)
+	m, err := r.startFrom(ctx, b, "", tmplHostname, false) // dies with the daemon: a build is not resumed
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ import (
 //	<Dir>/                 root 0700   what the daemon reads and writes
 //	  vmm.sock             control socket (bound by vmmproc.Launch)
 //	  vmm.sock.json        the VMM's config
+//	  vmm.sock.pid         who the VMM is (pid, start time, boot id), for
+//	                       Reattach after a daemon restart (Detached)
 //	  vmm.log, console     the VMM's stderr and the serial console (opened
 //	                       by Launch, handed over as fds)
 //	  root/                root 0700   empty: the VMM builds its root on it,
@@ -66,6 +68,11 @@ type VMMRuntime struct {
 	// of its template booted once for its shape (tmplboot.go), instead
 	// of booting it. The daemon sets <state>/templates.
 	CacheDir string
+	// Detached: the sandboxes' VMMs outlive the daemon (not the
+	// template builds'), and Reattach adopts them when it starts again
+	// (vmm_adopt.go). The daemon sets it; without it a VMM dies with
+	// the process that started it.
+	Detached bool
 
 	cacheOnce sync.Once
 	cache     *tmplCache
@@ -154,16 +161,18 @@ func (r *VMMRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
 // caller's. A jailed VMM saves snapshots in WorkDir only; a snapshot
 // elsewhere is shown to it read-only.
 func (r *VMMRuntime) StartFrom(ctx context.Context, s Spec, snapshot string) (Machine, error) {
-	return r.startFrom(ctx, s, snapshot, s.ID)
+	return r.startFrom(ctx, s, snapshot, s.ID, r.Detached)
 }
 
 // startFrom is StartFrom with the host name on the guest's command line
-// given: a restore needs the command line of the machine it restores.
-func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname string) (Machine, error) {
+// given (a restore needs the command line of the machine it restores),
+// and whether the VMM outlives the daemon (a template build's does not).
+func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname string, detached bool) (Machine, error) {
 	cfg, err := r.config(s, hostname)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Detached = detached
 	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
 		return nil, err
 	}
@@ -226,18 +235,20 @@ func (r *VMMRuntime) config(s Spec, hostname string) (vmmproc.Config, error) {
 		sum := sha256.Sum256([]byte(s.Dir))
 		jail.Cgroup = r.CgroupParent + "/" + s.ID + "-" + hex.EncodeToString(sum[:4])
 	}
-	return vmmproc.Config{
+	cfg := vmmproc.Config{
 		ID: s.ID, Kernel: r.KernelPath, MemBytes: mem, CPUs: cpus,
 		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + hostname + " " + r.Cmdline,
 		Disks:   []vmmproc.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "work", "rootfs.cow"), ID: "rootfs"}},
-		Vsock:   &vmmproc.VsockConfig{CID: 3, UDS: filepath.Join(s.Dir, "vsock", "vsock.sock")},
+		Vsock:   &vmmproc.VsockConfig{CID: 3, UDS: vsockPath(s.Dir)},
 		RNG:     true,
 		Binary:  r.Binary,
-		Socket:  filepath.Join(s.Dir, "vmm.sock"),
+		Socket:  vmmSocket(s.Dir),
 		Console: filepath.Join(s.Dir, "console"),
 		LogFile: filepath.Join(s.Dir, "vmm.log"),
 		Jail:    jail,
-	}, nil
+	}
+	cfg.Detached = r.Detached
+	return cfg, nil
 }
 
 // WorkDir is where a sandbox's VMM writes (its disk layer, and the

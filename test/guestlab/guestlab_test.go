@@ -29,6 +29,7 @@ import (
 
 	"sandfs/test/testenv"
 	"sandfs/test/transcript"
+	"sandfs/vmm/vmmproc"
 )
 
 // need hands the test to the lab unless guests run natively here (the
@@ -53,6 +54,8 @@ func sandfsBin() string { return testenv.Built("SANDFS_BIN", "bin/sandfs") }
 type daemon struct {
 	mnt, sock string
 	log       *bytes.Buffer
+	dir       string    // the state is dir/st
+	cmd       *exec.Cmd // the running serve; nil once stopped
 }
 
 func startDaemon(t testing.TB) *daemon {
@@ -65,29 +68,12 @@ func startDaemon(t testing.TB) *daemon {
 			t.Fatal(err)
 		}
 	}
-	d := &daemon{mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(bytes.Buffer)}
-	cmd := exec.Command(sandfsBin(), "serve", "--state", filepath.Join(dir, "st"), "--listen", "unix:"+d.sock, "--mount", d.mnt,
-		"--kernel", kernel(), "--templates", templates())
-	cmd.Stderr = d.log
-	// Each VMM dumps its virtio queues and vsock connections to its
-	// vmm.log on SIGUSR1 (see vmm/virtio.DebugEnv): a failed test does.
-	cmd.Env = append(os.Environ(), "SANDFS_VIRTIO_DEBUG=1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	d := &daemon{dir: dir, mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(bytes.Buffer)}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() && d.cmd != nil {
 			d.dumpState(t, filepath.Join(dir, "st/run"))
 		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		d.stop(syscall.SIGTERM)
 		if t.Failed() {
 			t.Logf("sandfs serve log:\n%s", d.log)
 			runs, _ := filepath.Glob(filepath.Join(dir, "st/run/*"))
@@ -100,14 +86,60 @@ func startDaemon(t testing.TB) *daemon {
 				}
 			}
 		}
+		d.endVMMs(t)
 	})
+	d.serve(t)
+	return d
+}
+
+// serve starts `sandfs serve` on d's state and waits for its mount.
+func (d *daemon) serve(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(sandfsBin(), "serve", "--state", filepath.Join(d.dir, "st"), "--listen", "unix:"+d.sock, "--mount", d.mnt,
+		"--kernel", kernel(), "--templates", templates())
+	cmd.Stderr = d.log
+	// Each VMM dumps its virtio queues and vsock connections to its
+	// vmm.log on SIGUSR1 (see vmm/virtio.DebugEnv): a failed test does.
+	cmd.Env = append(os.Environ(), "SANDFS_VIRTIO_DEBUG=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = cmd
 	for i := 0; !exists(filepath.Join(d.mnt, "ctl")); i++ {
 		if i == 200 {
 			t.Fatalf("sandfs serve did not mount %s:\n%s", d.mnt, d.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return d
+}
+
+// stop ends the daemon with sig (SIGKILL after 20 s); its sandboxes'
+// VMMs go on running.
+func (d *daemon) stop(sig syscall.Signal) {
+	if d.cmd == nil {
+		return
+	}
+	d.cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Kill()
+		<-done
+	}
+	d.cmd = nil
+}
+
+// endVMMs ends the VMMs the daemon left running (sandfs serve's outlive
+// it), so that they do not outlast the test.
+func (d *daemon) endVMMs(t testing.TB) {
+	runs, _ := filepath.Glob(filepath.Join(d.dir, "st/run/*"))
+	for _, run := range runs {
+		if _, err := vmmproc.EndOrphan(filepath.Join(run, "vmm.sock")); err != nil {
+			t.Errorf("ending the VMM in %s: %v", run, err)
+		}
+	}
 }
 
 // dumpState asks, for a failed test, where every sandbox under runs

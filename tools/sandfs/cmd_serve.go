@@ -110,7 +110,9 @@ type serveConfig struct {
 
 // serve runs the daemon until SIGINT or SIGTERM: the control plane and
 // its runtime, the tree, the 9P listeners and the FUSE mount; then it
-// stops them in the reverse order.
+// stops them in the reverse order. Sandboxes' VMMs keep running (also
+// when the daemon is killed): the next serve on the state re-attaches
+// them (ctl.VMMRuntime.Detached).
 func serve(log *slog.Logger, c serveConfig) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -183,6 +185,7 @@ func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime stri
 	} else {
 		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
 		vr.CacheDir = filepath.Join(c.state, "templates")
+		vr.Detached = true // sandboxes outlive the daemon; the next one re-attaches them
 		if err := vr.UseIDs(c.vmmUIDs); err != nil {
 			return nil, "", err
 		}

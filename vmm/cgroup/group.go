@@ -57,6 +57,32 @@ func (l Layout) Create(name string, lim Limits) (*Group, error) {
 	return g, nil
 }
 
+// Existing is the group name (as given to Create) that a Create before
+// made, maybe in another process (a daemon that started a VMM before a
+// restart): for Remove, Mode and Dirs; its FD is -1. The directories are
+// not checked: Remove skips those that are gone.
+func (l Layout) Existing(name string) (*Group, error) {
+	if !filepath.IsLocal(name) || filepath.Clean(name) != name {
+		return nil, fmt.Errorf("cgroup: bad name %q", name)
+	}
+	g := &Group{Mode: l.Mode, Name: name, fd: -1}
+	switch l.Mode {
+	case V2:
+		g.Dirs = []string{filepath.Join(l.V2, name)}
+	case V1:
+		seen := map[string]bool{}
+		for _, c := range Needed {
+			if mnt := l.V1[c]; !seen[mnt] {
+				seen[mnt] = true
+				g.Dirs = append(g.Dirs, filepath.Join(mnt, name))
+			}
+		}
+	default:
+		return nil, fmt.Errorf("cgroup: group %q: no usable controllers (%s)", name, l.Why)
+	}
+	return g, nil
+}
+
 // create2 enables the controllers down the path from the mount point (a
 // parent of the leaf holds no processes, so the no-internal-process rule
 // allows it), makes the leaf, writes the limits and opens the leaf.

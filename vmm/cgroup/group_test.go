@@ -125,3 +125,26 @@ func TestGroupOnHost(t *testing.T) {
 		}
 	}
 }
+
+// TestExisting: the group of a name is the directories Create makes for
+// it, one per hierarchy (co-mounted controllers share one); bad names
+// and a layout without controllers are refused.
+func TestExisting(t *testing.T) {
+	l := Layout{Mode: V1, V1: map[string]string{"memory": "/c/mc", "pids": "/c/pids", "cpu": "/c/mc"}}
+	g, err := l.Existing("sandfs/t-1")
+	if err != nil || g.Mode != V1 || !slices.Equal(g.Dirs, []string{"/c/mc/sandfs/t-1", "/c/pids/sandfs/t-1"}) || g.FD() != -1 {
+		t.Errorf("v1 Existing = %+v, %v", g, err)
+	}
+	g, err = Layout{Mode: V2, V2: "/c2"}.Existing("sandfs/t-1")
+	if err != nil || !slices.Equal(g.Dirs, []string{"/c2/sandfs/t-1"}) {
+		t.Errorf("v2 Existing = %+v, %v", g, err)
+	}
+	for _, name := range []string{"../x", "/abs", "a//b", ""} {
+		if _, err := l.Existing(name); err == nil {
+			t.Errorf("Existing(%q) accepted", name)
+		}
+	}
+	if _, err := (Layout{Mode: None, Why: "none"}).Existing("x"); err == nil {
+		t.Error("Existing without controllers accepted")
+	}
+}

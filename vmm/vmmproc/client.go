@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,9 +23,14 @@ import (
 // methods may be called from several goroutines; requests are serialised
 // on one 9P session with the process's control tree (session.go).
 type Process struct {
-	cmd *exec.Cmd
-	cfg Config
-	cg  *cgroup.Group // removed after exit; nil: no cgroup
+	cmd *exec.Cmd // nil for an adopted process (adopt.go)
+	pid int
+	// pidfd is an adopted process's (not our child: no wait(2)); its
+	// end is seen there, and signals go through it.
+	pidfd     *os.File
+	stopAsked atomic.Bool // Stop was called: an adopted process's end is a stop
+	cfg       Config
+	cg        *cgroup.Group // removed after exit; nil: no cgroup
 
 	mu   sync.Mutex // serialises control requests; guards sess's handles
 	sess *session
@@ -87,7 +93,7 @@ func (p *Process) ended() error {
 }
 
 // Pid is the VMM process id (in the daemon's PID namespace).
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.pid }
 
 // Pause parks the vCPUs.
 func (p *Process) Pause(ctx context.Context) error {
@@ -181,6 +187,7 @@ func (p *Process) Stop(ctx context.Context) error {
 	}
 	// Whether or not the reply comes back (the VMM may be gone first),
 	// the process ends by itself or at the deadline.
+	p.stopAsked.Store(true)
 	p.request(ctx, "stop")
 	p.sess.close() // the VMM, stopped, exits once its clients have hung up
 	select {
@@ -198,6 +205,10 @@ func (p *Process) Kill() {
 	p.kill()
 	<-p.done
 }
+
+// Config is the process's Config (for an adopted process, what Launch
+// wrote to <socket>.json, and Socket).
+func (p *Process) Config() Config { return p.cfg }
 
 // Done is closed when the process has ended and been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }

@@ -38,6 +38,9 @@ type Config struct {
 	// Env is the process's whole environment (default: empty; the
 	// daemon's own is never passed on).
 	Env []string `json:"-"`
+	// Detached: the process outlives the daemon (its own session, no
+	// parent-death signal) and is found again by Adopt (adopt.go).
+	Detached bool `json:"-"`
 
 	Jail JailConfig `json:",omitempty"`
 

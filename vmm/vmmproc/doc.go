@@ -10,6 +10,7 @@
 //	control.go     the control tree and its server; ctlfile.go, statusfile.go, errfile.go its files
 //	launch.go      Launch and reap (the daemon's side)
 //	client.go      Process: the control requests, Stop, Wait
+//	adopt.go       Adopt and EndOrphan: a Detached process found again after a daemon restart
 //	session.go     the client's 9P session with the control tree (fs/ninep's Remote)
 //	jail.go        the process's root (bind mounts, pivot_root)
 //	confine.go     cgroup, start gate, uid drop, then seccomp
@@ -53,6 +54,13 @@
 //
 // A restore is Launch with Config.Restore = snapDir (and StartPaused to
 // keep it paused): same devices, same order.
+//
+// A Detached process (Config.Detached) outlives the daemon: its own
+// session, no parent-death signal, its identity (pid, start time, boot
+// id) in <socket>.pid before it runs. A later daemon adopts it:
+//
+//	p, err := vmmproc.Adopt(ctx, dir+"/vmm.sock")  // ErrGone: nothing runs there
+//	found, err := vmmproc.EndOrphan(dir + "/vmm.sock") // stop one no sandbox owns
 //
 // # Confinement
 //

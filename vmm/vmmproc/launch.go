@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"sandfs/vmm"
+	"sandfs/vmm/cgroup"
 	"sandfs/vmm/tailbuf"
 	"sandfs/vmm/virtio"
 )
@@ -21,8 +22,11 @@ import (
 // Launch starts a VMM process for cfg and returns once its machine is
 // running (or paused, for a restore with StartPaused). cfg.Socket is
 // required: the control socket path (at most 107 bytes). Launch never
-// leaves a process behind on error; the process also dies with its parent
-// (PR_SET_PDEATHSIG) and runs in its own process group.
+// leaves a process behind on error. The process runs in its own process
+// group and dies with its parent (PR_SET_PDEATHSIG); a Detached one runs
+// in its own session instead, outlives its parent, and is found again by
+// Adopt (adopt.go): Launch records its identity beside the socket before
+// it lets it run (start gate).
 func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 	bin, err := cfg.launchable()
 	if err != nil {
@@ -51,8 +55,10 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		}
 	}()
 	if sp.gate != nil {
-		if err := p.cg.Add(p.cmd.Process.Pid); err != nil {
-			return nil, fmt.Errorf("launch: %w", err) // the gate closes unopened: the process exits
+		if p.cg != nil && p.cg.Mode == cgroup.V1 {
+			if err := p.cg.Add(p.pid); err != nil {
+				return nil, fmt.Errorf("launch: %w", err) // the gate closes unopened: the process exits
+			}
 		}
 		if _, err := sp.gate.Write([]byte{1}); err != nil {
 			return nil, fmt.Errorf("launch: start gate: %w", err)
@@ -91,7 +97,7 @@ func (c *Config) launchable() (string, error) {
 type spawn struct {
 	extra   []*os.File // the child's fds 3, 4, ...
 	closers []io.Closer
-	gate    *os.File // write end of the start gate; nil without a v1 cgroup
+	gate    *os.File // write end of the start gate; nil unless a v1 cgroup or Detached
 }
 
 // inherit makes f the child's fd.
@@ -148,11 +154,15 @@ func prepare(cfg *Config, bin string, sp *spawn) (*Process, error) {
 	if err := p.logTo(cfg.LogFile); err != nil {
 		return nil, err
 	}
-	if err := p.joinCgroup(sp); err != nil {
+	err = p.joinCgroup(sp)
+	if err == nil && cfg.Detached && sp.gate == nil {
+		err = p.addGate(sp)
+	}
+	if err != nil {
 		if p.logFile != nil {
 			p.logFile.Close()
 		}
-		return nil, err
+		return nil, errors.Join(err, p.removeCgroup())
 	}
 	return p, nil
 }
@@ -174,7 +184,8 @@ func listenControl(path string) (*os.File, error) {
 // command is the VMM's command: its environment is cfg.Env, else empty
 // but for the launcher's virtio.DebugEnv (so that `SANDFS_VIRTIO_DEBUG=1
 // sandfs serve` reaches every VMM); its own process group, killed with
-// its parent, in new namespaces.
+// its parent (Detached: its own session, left running), in new
+// namespaces.
 func command(cfg *Config, bin string, args []string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = cfg.Env
@@ -188,6 +199,11 @@ func command(cfg *Config, bin string, args []string) *exec.Cmd {
 		cmd.Dir = "/"
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cfg.Detached {
+		// No terminal's or group's signal of the daemon reaches it;
+		// it is still its process group's leader (Process.kill).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if cfg.Jail.Namespaces {
 		// A network namespace of its own: no interface but a down
 		// loopback, no route to the host or its loopback services, and
@@ -221,7 +237,8 @@ func (p *Process) logTo(path string) error {
 // joinCgroup creates the process's cgroup, if cfg asks for one. v2 is
 // entered at clone time (CLONE_INTO_CGROUP); v1 only by pid once the
 // process exists, so the process (-gate) waits at a start gate (fdGate)
-// until Launch has put it in every hierarchy.
+// until Launch has put it in every hierarchy. (A Detached process waits
+// there too, until its identity is recorded: addGate.)
 func (p *Process) joinCgroup(sp *spawn) error {
 	if p.cfg.Jail.Cgroup == "" {
 		return nil
@@ -237,9 +254,16 @@ func (p *Process) joinCgroup(sp *spawn) error {
 		p.cmd.SysProcAttr.CgroupFD = fd
 		return nil
 	}
+	return p.addGate(sp)
+}
+
+// addGate makes the start gate: the process (-gate) waits for a byte on
+// fdGate before it does anything, and exits if the write end closes
+// unwritten (Launch failed, or the daemon died first).
+func (p *Process) addGate(sp *spawn) error {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return errors.Join(err, p.removeCgroup())
+		return err
 	}
 	sp.closers = append(sp.closers, r)
 	sp.inherit(fdGate, r)
@@ -261,6 +285,15 @@ func (p *Process) start(sp *spawn) error {
 		}
 		return err
 	}
+	p.pid = p.cmd.Process.Pid
+	if p.cfg.Detached {
+		// Not reaped yet (reap starts below): pid is still this child.
+		if err := writeIdentity(p.cfg.Socket, p.pid); err != nil {
+			p.kill() // waiting at the gate
+			p.reap()
+			return err
+		}
+	}
 	go p.reap()
 	return nil
 }
@@ -269,20 +302,32 @@ func (p *Process) start(sp *spawn) error {
 func (p *Process) reap() {
 	p.reason, p.err = exitStatus(p.cmd.Wait(), p.cmd.ProcessState, p.stderr.String())
 	close(p.exited)
+	p.cleanup()
+	close(p.done)
+}
+
+// cleanup removes what an ended process leaves: its control session,
+// cgroup, log file, control socket, config and identity, and the vsock
+// socket it could not unlink.
+func (p *Process) cleanup() {
 	p.sess.close() // requests in flight fail, and check says why
+	var w io.Writer = p.stderr
+	if p.cmd != nil {
+		w = p.cmd.Stderr // after the copy from the process has ended: its log
+	}
 	if err := p.removeCgroup(); err != nil {
-		fmt.Fprintf(p.cmd.Stderr, "vmm client: %v\n", err) // the copy from the process has ended
+		fmt.Fprintf(w, "vmm client: %v\n", err)
 	}
 	if p.logFile != nil {
 		p.logFile.Close()
 	}
 	os.Remove(p.cfg.Socket)
 	os.Remove(p.cfg.Socket + ".json")
-	if p.cfg.Jail.UID != 0 && p.cfg.Vsock != nil {
+	os.Remove(p.cfg.Socket + identitySuffix)
+	if p.cfg.Jail.UID != 0 && p.cfg.Vsock != nil && p.cfg.Vsock.UDS != "" {
 		// Bound as root, so the VMM could not unlink it after its drop.
 		os.Remove(p.cfg.Vsock.UDS)
 	}
-	close(p.done)
 }
 
 // exitStatus maps the process's end back to why its machine ended (the
@@ -312,6 +357,10 @@ func exitStatus(err error, st *os.ProcessState, stderr string) (vmm.ExitReason, 
 }
 
 func (p *Process) kill() {
+	if p.pidfd != nil {
+		p.killPidfd() // pid 1 of its PID namespace when jailed: the rest dies with it
+		return
+	}
 	if p.cmd.Process != nil {
 		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // the process group
 		p.cmd.Process.Kill()

@@ -368,15 +368,24 @@ func mustTasks() []string {
 	return out
 }
 
+// orphanSpec is what orphanParent launches: the config with its client
+// side (not in Config's JSON).
+type orphanSpec struct {
+	Config
+	Socket, Console, LogFile string
+	Detached                 bool
+}
+
 // orphanParent runs in a re-executed test binary: launch a VMM from the
-// JSON config, print its pid, and wait to be killed.
-func orphanParent(cfgJSON string) {
-	var cfg Config
-	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+// JSON orphanSpec, print its pid, and wait to be killed.
+func orphanParent(specJSON string) {
+	var spec orphanSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		fmt.Println("bad config:", err)
 		os.Exit(3)
 	}
-	cfg.Socket = os.Getenv("SANDFS_TEST_ORPHAN_SOCKET")
+	cfg := spec.Config
+	cfg.Socket, cfg.Console, cfg.LogFile, cfg.Detached = spec.Socket, spec.Console, spec.LogFile, spec.Detached
 	os.Unsetenv("SANDFS_TEST_ORPHAN") // the VMM child is this binary too
 	p, err := Launch(context.Background(), cfg)
 	if err != nil {
@@ -391,10 +400,30 @@ func orphanParent(cfgJSON string) {
 // and checks that the VMM dies with it.
 func TestLaunchNoOrphan(t *testing.T) {
 	dir := t.TempDir()
-	cfg := launchConfig(t, dir, "forever")
-	b, _ := json.Marshal(cfg)
+	pid := launchOrphan(t, launchConfig(t, dir, "forever"), false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Gone, or a zombie (reparented to init, which may not reap it).
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("VMM %d outlived its killed parent: %s", pid, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// launchOrphan launches a VMM for cfg (Detached if detached) from a
+// helper process, kills the helper with SIGKILL (no cleanup runs) and
+// returns the VMM's pid.
+func launchOrphan(t *testing.T, cfg Config, detached bool) int {
+	t.Helper()
+	b, _ := json.Marshal(orphanSpec{Config: cfg, Socket: cfg.Socket, Console: cfg.Console, LogFile: cfg.LogFile, Detached: detached})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SANDFS_TEST_ORPHAN="+string(b), "SANDFS_TEST_ORPHAN_SOCKET="+cfg.Socket)
+	cmd.Env = append(os.Environ(), "SANDFS_TEST_ORPHAN="+string(b))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -409,19 +438,7 @@ func TestLaunchNoOrphan(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// Gone, or a zombie (reparented to init, which may not reap it).
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("VMM %d outlived its killed parent: %s", pid, st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return pid
 }
 
 // TestLaunchStopTimeout: a VMM that does not answer (stopped with SIGSTOP)

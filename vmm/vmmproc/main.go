@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -76,6 +77,7 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
 		return codeUsage
 	}
+	closeStrays(*console, *gate, cfg)
 	reason, err := run(cfg, log, *console, *gate)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
@@ -228,6 +230,33 @@ func serve(m diskMachine, cfg *Config, log *slog.Logger, ln net.Listener) (vmm.E
 	default:
 	}
 	return reason, err
+}
+
+// closeStrays closes the descriptors this process inherited that Launch
+// did not hand it (fdControl, and fdConsole, fdTap, fdGate when
+// announced): a daemon's descriptor that lacked close-on-exec would
+// otherwise live as long as the VMM, which outlives the daemon when
+// Detached. (go-fuse's direct mount leaves /dev/fuse without it: a VMM
+// holding it kept a killed daemon's mount alive, every access to it
+// hanging.) The Go runtime's own descriptors are close-on-exec and stay.
+func closeStrays(console, gate bool, cfg *Config) {
+	keep := map[int]bool{0: true, 1: true, 2: true, fdControl: true, fdConsole: console, fdGate: gate}
+	if cfg.Net != nil {
+		keep[cfg.Net.TapFD] = true
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || keep[fd] {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // inheritedFile returns fd if the process inherited it open.

@@ -1,0 +1,77 @@
+package ctl
+
+// The VMM runtime across a daemon restart: a Detached VMM outlives the
+// daemon; Reattach adopts it again from its sandbox's run directory
+// (vmmproc.Adopt), Reap ends one whose sandbox is not re-attached
+// (vmmproc.EndOrphan).
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"sandfs/vmm/vmmproc"
+)
+
+var (
+	_ Reattacher = (*VMMRuntime)(nil)
+	_ Reaper     = (*VMMRuntime)(nil)
+)
+
+// reattachTimeout bounds Reattach's handshake with a VMM's control (the
+// daemon's start waits for it, sandbox after sandbox): a VMM that does
+// not answer by then is ended, its sandbox dead.
+const reattachTimeout = 30 * time.Second
+
+// vmmSocket is the control socket of the VMM of the sandbox whose run
+// directory is dir (VMMRuntime's doc shows the layout).
+func vmmSocket(dir string) string { return filepath.Join(dir, "vmm.sock") }
+
+// vsockPath is the hybrid vsock socket of that VMM.
+func vsockPath(dir string) string { return filepath.Join(dir, "vsock", "vsock.sock") }
+
+// Reattach implements Reattacher: it adopts the VMM recorded in s.Dir
+// (vmmproc.Adopt: the process Launch recorded in vmm.sock.pid, checked
+// by pid, start time and boot id, whose control answers). The machine's
+// guest is reached as after Start (DialGuest on the same vsock socket);
+// its end is seen through a pidfd, with no exit status (Err says so); its
+// first snapshot is written full (which snapshot it took last is not
+// known, so no delta is taken over a wrong parent). On
+// error no VMM is left running: one that exists but cannot be adopted is
+// stopped (killed after vmmproc.DefaultStopTimeout), and the error says
+// why, e.g. "vmm process gone: pid 812 has exited".
+func (r *VMMRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
+	ctx, cancel := context.WithTimeout(ctx, reattachTimeout)
+	defer cancel()
+	p, err := vmmproc.Adopt(ctx, vmmSocket(s.Dir))
+	if err != nil {
+		errno := syscall.EIO
+		if errors.Is(err, vmmproc.ErrGone) {
+			errno = syscall.ESRCH
+		}
+		return nil, Errorf(errno, "%v", err)
+	}
+	cfg := p.Config()
+	boot := "cold"
+	if cfg.Restore != "" {
+		boot = "restore"
+	}
+	r.Log.Info("vmm adopted", "id", s.ID, "pid", p.Pid(), "limits", string(p.Limits()))
+	// The machine's last snapshot is not known (last, base): its next
+	// snapshot is written full, never a delta over the wrong parent.
+	return &vmmMachine{p: p, uds: vsockPath(s.Dir), console: filepath.Join(s.Dir, "console"), limits: string(p.Limits()), boot: boot,
+		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname")}, nil
+}
+
+// Reap implements Reaper: the VMM still running in dir, if any, is
+// stopped (vmmproc.EndOrphan); what it left beside its files (sockets,
+// records, its cgroup) is removed; console, vmm.log and work/ stay.
+func (r *VMMRuntime) Reap(dir string) error {
+	found, err := vmmproc.EndOrphan(vmmSocket(dir))
+	if found {
+		r.Log.Warn("vmm of a sandbox that is not re-attached: stopped", "dir", dir)
+	}
+	return err
+}

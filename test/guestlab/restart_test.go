@@ -1,0 +1,131 @@
+package guestlab
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDaemonRestart: sandboxes outlive their daemon. Three sandboxes: r
+// (running) and p (paused) each hold a file and a background process in
+// the guest; the daemon is killed with SIGKILL; meanwhile k's VMM is
+// killed too. The restarted daemon shows r running and p paused with the
+// same status lines (same VMM pids), and both guests still have their
+// file and process (p after resume); k is dead with the reason in err.
+// Then r is paused, the daemon stopped with SIGTERM and started again,
+// and r resumes with its file and process.
+func TestDaemonRestart(t *testing.T) {
+	need(t)
+	d := startDaemon(t)
+	t.Log("daemon up")
+	const mark = `sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > /root/sleep.pid; echo hello-$(hostname) > /root/marker`
+	for _, id := range []string{"r", "p", "k"} {
+		d.mustSh(t, "echo 'new "+id+"' > ctl")
+		d.waitAgent(t, id)
+		t.Logf("%s: agent serving", id)
+	}
+	for _, id := range []string{"r", "p"} {
+		d.mustSh(t, "echo '"+mark+"' > sandboxes/"+id+"/exec; cat sandboxes/"+id+"/exec")
+		d.checkGuest(t, id)
+	}
+	d.mustSh(t, "echo pause > sandboxes/p/ctl")
+	before := map[string]string{}
+	for _, id := range []string{"r", "p", "k"} {
+		before[id] = d.mustSh(t, "cat sandboxes/"+id+"/status")
+	}
+
+	d.stop(syscall.SIGKILL)
+	t.Log("daemon killed (SIGKILL)")
+	for _, id := range []string{"r", "p"} {
+		if pid := statusPid(t, before[id]); !running(pid) {
+			t.Fatalf("%s: VMM pid %d did not outlive the daemon", id, pid)
+		}
+	}
+	killWait(t, statusPid(t, before["k"]))
+	d.serve(t)
+	t.Log("daemon restarted")
+
+	for _, id := range []string{"r", "p"} {
+		if got := d.mustSh(t, "cat sandboxes/"+id+"/status"); got != before[id] {
+			t.Errorf("%s: status after the restart = %q; want %q", id, got, before[id])
+		}
+	}
+	d.checkGuest(t, "r")
+	d.mustSh(t, "echo resume > sandboxes/p/ctl")
+	d.checkGuest(t, "p")
+	if st := d.mustSh(t, "cat sandboxes/k/status"); !strings.HasPrefix(st, "k dead ") {
+		t.Errorf("k (VMM killed while the daemon was down): status %q; want dead", st)
+	}
+	if e := d.mustSh(t, "cat sandboxes/k/err"); !strings.HasPrefix(e, "daemon restarted: ") {
+		t.Errorf("k: err %q; want the reason after \"daemon restarted: \"", e)
+	} else {
+		t.Logf("k: err %q", e)
+	}
+
+	d.mustSh(t, "echo pause > sandboxes/r/ctl")
+	d.stop(syscall.SIGTERM)
+	d.serve(t)
+	t.Log("daemon restarted after SIGTERM")
+	if st := d.mustSh(t, "cat sandboxes/r/status"); !strings.HasPrefix(st, "r paused ") {
+		t.Fatalf("r after a second restart: %q; want paused", st)
+	}
+	d.mustSh(t, "echo resume > sandboxes/r/ctl")
+	d.checkGuest(t, "r")
+}
+
+// checkGuest checks that sandbox id's guest holds the marker file and
+// the background process its mark script left.
+func (d *daemon) checkGuest(t *testing.T, id string) {
+	t.Helper()
+	out := d.mustSh(t, `echo 'cat /root/marker; cat /proc/$(cat /root/sleep.pid)/comm' > sandboxes/`+id+`/exec; cat sandboxes/`+id+`/exec`)
+	if want := "hello-" + id + "\nsleep\n"; out != want {
+		t.Errorf("%s: guest marker and process = %q; want %q", id, out, want)
+	}
+}
+
+// statusPid is the pid= field of a sandbox's status line.
+func statusPid(t *testing.T, status string) int {
+	t.Helper()
+	for _, f := range strings.Fields(status) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			if pid, err := strconv.Atoi(v); err == nil && pid > 0 {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no pid in status %q", status)
+	return 0
+}
+
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// killWait kills pid with SIGKILL and waits until it has exited (its
+// pidfd turns readable; a zombie counts).
+func killWait(t *testing.T, pid int) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd of %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 120_000)
+		switch {
+		case n == 0 && err == nil:
+			t.Fatalf("pid %d still runs 2 min after SIGKILL", pid)
+		case err != unix.EINTR:
+			return
+		}
+	}
+}
