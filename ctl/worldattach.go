@@ -49,16 +49,34 @@ func (s *Sandbox) attachWorld(ctx context.Context, m Machine) error {
 	}
 	who := cred.Cred{UID: s.owner.UID, GID: s.owner.GID}
 	go func() { <-m.Done(); l.Close() }()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go b.ServeConn(s.p.ctx, c, who)
-		}
-	}()
+	go serveGuestConns(l, maxWorldConns, func(c net.Conn) { b.ServeConn(s.p.ctx, c, who) })
 	return msg.Prefix("world", agentSay(ctx, m, "workspace "+strconv.Itoa(WorldPort)))
+}
+
+// maxWorldConns bounds a guest's connections to its world at a time (its
+// agent mounts /workspace once): each costs the daemon a 9P session.
+const maxWorldConns = 4
+
+// serveGuestConns serves each connection accepted on l with serve, at
+// most max at a time: one over that is closed at once (a guest must not
+// grow the daemon's connections without bound). It returns when l closes.
+func serveGuestConns(l net.Listener, max int, serve func(net.Conn)) {
+	slots := make(chan struct{}, max)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+			go func() {
+				defer func() { <-slots }()
+				serve(c)
+			}()
+		default:
+			c.Close()
+		}
+	}
 }
 
 // agentSay writes one message to the agent's ctl of m's guest.
