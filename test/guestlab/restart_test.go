@@ -16,8 +16,9 @@ import (
 // killed too. The restarted daemon shows r running and p paused with the
 // same status lines (same VMM pids), and both guests still have their
 // file and process (p after resume); k is dead with the reason in err.
-// Then r is paused, the daemon stopped with SIGTERM and started again,
-// and r resumes with its file and process.
+// r is snapshotted and rolled back. Then r is paused, the daemon stopped
+// with SIGTERM and started again, and r resumes with its file and
+// process; its snapshot is still listed.
 func TestDaemonRestart(t *testing.T) {
 	need(t)
 	d := startDaemon(t)
@@ -55,6 +56,10 @@ func TestDaemonRestart(t *testing.T) {
 		}
 	}
 	d.checkGuest(t, "r")
+	// An adopted machine snapshots (full: its last snapshot is not
+	// known) and rolls back (a new VMM, which the next restart adopts).
+	d.mustSh(t, "echo snapshot s1 > sandboxes/r/ctl; echo rollback s1 > sandboxes/r/ctl")
+	d.checkGuest(t, "r")
 	d.mustSh(t, "echo resume > sandboxes/p/ctl")
 	d.checkGuest(t, "p")
 	if st := d.mustSh(t, "cat sandboxes/k/status"); !strings.HasPrefix(st, "k dead ") {
@@ -75,6 +80,9 @@ func TestDaemonRestart(t *testing.T) {
 	}
 	d.mustSh(t, "echo resume > sandboxes/r/ctl")
 	d.checkGuest(t, "r")
+	if info := d.mustSh(t, "cat snapshots/s1/info"); !strings.HasPrefix(info, "s1 sandbox=r ") || !strings.Contains(info, " kind=full") {
+		t.Errorf("snapshot s1 after the restarts: info %q; want r's, full", info)
+	}
 }
 
 // checkGuest checks that sandbox id's guest holds the marker file and
