@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,6 +19,8 @@ type Snapshot struct {
 	Dir string
 	Meta
 	Sum [sumSize]byte // SHA-256 of meta: identifies the snapshot
+	// Took is where Write's time went (nil from Open).
+	Took Timing
 }
 
 // Files inside a snapshot directory.
@@ -87,6 +90,8 @@ func Write(dir string, mem []byte, pages Pages, parent *Snapshot, state []byte) 
 
 // writeTmp fills tmp, then renames it to dir and makes that durable.
 func writeTmp(tmp, dir string, m *Meta, mem []byte) (*Snapshot, error) {
+	var tm Timing
+	t := time.Now()
 	f, err := os.OpenFile(filepath.Join(tmp, MemFile), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
@@ -104,26 +109,32 @@ func writeTmp(tmp, dir string, m *Meta, mem []byte) (*Snapshot, error) {
 		}
 	}
 	m.DataSum = crc
+	tm.add("data", &t)
 	if err := f.Sync(); err != nil {
 		return nil, err
 	}
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
+	tm.add("fsync-mem", &t)
 	b, sum := m.encode()
+	tm.add("encode-meta", &t)
 	if err := writeFileSync(filepath.Join(tmp, MetaFile), b); err != nil {
 		return nil, err
 	}
+	tm.add("write-meta", &t)
 	if err := syncDir(tmp); err != nil {
 		return nil, err
 	}
+	tm.add("fsync-dir", &t)
 	if err := renameNoReplace(tmp, dir); err != nil {
 		return nil, err
 	}
 	if err := syncDir(filepath.Dir(dir)); err != nil {
 		return nil, err
 	}
-	return &Snapshot{Dir: dir, Meta: *m, Sum: sum}, nil
+	tm.add("rename+fsync-store", &t)
+	return &Snapshot{Dir: dir, Meta: *m, Sum: sum, Took: tm}, nil
 }
 
 func writeFileSync(path string, b []byte) error {

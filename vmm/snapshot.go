@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"sandfs/ctl/msg"
 	"sandfs/snapshot"
@@ -39,19 +40,24 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 	if !m.paused {
 		return nil, fmt.Errorf("%s: %w", verb, ErrNotPaused)
 	}
+	var tm snapshot.Timing
+	t := time.Now()
 	st, err := m.saveLocked()
 	if err != nil {
 		return nil, err
 	}
+	tm.Mark("save-state", &t)
 	state, err := json.Marshal(st)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
+	tm.Mark("encode-state", &t)
 	r := m.ram
 	held, err := r.collect(m.vm)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
+	tm.Mark("collect", &t)
 	var over *snapshot.Snapshot
 	if parent != "" {
 		chain, err := snapshot.Chain(parent)
@@ -72,10 +78,13 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 			return nil, fmt.Errorf("%s: %w", verb, err)
 		}
 	}
+	tm.Mark("chain+pages", &t)
 	s, err := snapshot.Write(dir, r.mem, pages, over, state)
 	if err != nil {
 		return nil, err
 	}
+	tm.Mark("write", &t)
+	s.Took = append(tm, s.Took...)
 	r.known.Or(r.dirty)
 	r.dirty.Clear()
 	r.base = s

@@ -83,3 +83,17 @@ func TestSample(t *testing.T) {
 		t.Errorf("intList(-2): nil error")
 	}
 }
+
+func TestLastPhases(t *testing.T) {
+	log := `time=x level=INFO msg="vmm: snapshot" dir=/a pages=3 phases="save-state=1.00ms collect=2.00ms"
+time=x level=INFO msg="vmm: control" err="x"
+time=x level=INFO msg="vmm: snapshot" dir=/b pages=4 phases="save-state=3.00ms write=4.00ms"
+time=x level=INFO msg="vmm: other" phases="nope"
+`
+	if got, want := lastPhases(log), "save-state=3.00ms write=4.00ms"; got != want {
+		t.Errorf("lastPhases = %q, want %q", got, want)
+	}
+	if got := lastPhases(`msg="vmm: control"`); got != "" {
+		t.Errorf("lastPhases of a log without a snapshot = %q", got)
+	}
+}

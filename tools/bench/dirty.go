@@ -22,6 +22,7 @@ type dirtyResult struct {
 	dd       time.Duration // dd writing as many bytes (whole MiB) to the same file system
 	ddBytes  int64
 	fullSnap bool
+	phases   string // the VMM's breakdown of the verb (snapshot.Timing)
 }
 
 // benchDirty restores t (whose RAM must hold the largest size twice: the
@@ -55,6 +56,7 @@ func (r *run) benchDirty(ctx context.Context, t *template, sizes []int) ([]dirty
 			return nil, fmt.Errorf("snapshot %d over %s: %w", i, parent, err)
 		}
 		res.verb = since(vs)
+		res.phases = s.snapshotPhases()
 		if err := s.p.Resume(ctx); err != nil {
 			return nil, err
 		}
@@ -72,8 +74,8 @@ func (r *run) benchDirty(ctx context.Context, t *template, sizes []int) ([]dirty
 		if i == 0 {
 			continue
 		}
-		r.progress("  dirtied %d MiB: delta %s in %d runs, snapshot %s (verb %s), dd %s of %s", n,
-			mib(int64(res.pages*snapshot.PageSize)), res.runs, ms(res.snap), ms(res.verb), ms(res.dd), mib(res.ddBytes))
+		r.progress("  dirtied %d MiB: delta %s in %d runs, snapshot %s (verb %s: %s), dd %s of %s", n,
+			mib(int64(res.pages*snapshot.PageSize)), res.runs, ms(res.snap), ms(res.verb), res.phases, ms(res.dd), mib(res.ddBytes))
 		out = append(out, res)
 	}
 	return out, nil
@@ -94,13 +96,13 @@ func ddTime(file string, n int64) (time.Duration, error) {
 // dirtyTable is the snapshot-vs-dirty-size table.
 func dirtyTable(rs []dirtyResult, fs string) *table {
 	t := &table{title: "Snapshot vs dirty size (VMM process, delta over the previous snapshot)",
-		head: []string{"guest dirtied", "delta written", "runs", "snapshot: pause + write + resume", "snapshot verb alone", "dd of the same MiB, conv=fsync", "**snapshot / dd**"}}
+		head: []string{"guest dirtied", "delta written", "runs", "snapshot: pause + write + resume", "snapshot verb alone", "dd of the same MiB, conv=fsync", "**snapshot / dd**", "inside the verb (VMM's log)"}}
 	for _, r := range rs {
 		w := mib(int64(r.pages * snapshot.PageSize))
 		if r.fullSnap {
 			w += " (written full)"
 		}
-		t.add(fmt.Sprintf("%d MiB", r.mib), w, strconv.Itoa(r.runs), ms(r.snap), ms(r.verb), ms(r.dd)+" ("+mib(r.ddBytes)+")", "**"+ratio(r.snap, r.dd)+"**")
+		t.add(fmt.Sprintf("%d MiB", r.mib), w, strconv.Itoa(r.runs), ms(r.snap), ms(r.verb), ms(r.dd)+" ("+mib(r.ddBytes)+")", "**"+ratio(r.snap, r.dd)+"**", r.phases)
 	}
 	t.notes = append(t.notes, "Snapshots and dd write to the same file system ("+fs+"). The guest writes random bytes to a file in its /dev/shm (tmpfs) with head -c N /dev/urandom; the delta also holds what the exec itself touched (agent, page tables), hence the overhead at 0 MiB. dd writes whole MiB, at least 1.")
 	return t

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -142,4 +143,34 @@ func (s *sandbox) close() {
 		s.p.Wait()
 	}
 	os.RemoveAll(s.dir)
+}
+
+// snapshotPhases is where the VMM's last snapshot spent its time, as its
+// log gives it (snapshot.Timing: the phases="…" of the last "vmm:
+// snapshot" line), or "" if the log has none.
+func (s *sandbox) snapshotPhases() string {
+	b, err := os.ReadFile(s.cfg.LogFile)
+	if err != nil {
+		return ""
+	}
+	return lastPhases(string(b))
+}
+
+// lastPhases finds the phases="…" value of the last "vmm: snapshot" line
+// of a VMM's log (slog's text format).
+func lastPhases(log string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
+		if !strings.Contains(l, `msg="vmm: snapshot"`) {
+			continue
+		}
+		_, v, ok := strings.Cut(l, ` phases="`)
+		if !ok {
+			return ""
+		}
+		v, _, _ = strings.Cut(v, `"`)
+		return v
+	}
+	return ""
 }
