@@ -33,7 +33,8 @@ type guestRAM struct {
 	pagemap *os.File
 	// clearRefs is /proc/self/clear_refs, open for soft-dirty tracking.
 	clearRefs *os.File
-	tracking  string // TrackSoftDirty or TrackDirtyLog, fixed at mapRAM
+	pmBuf     []uint64 // scanPagemap's buffer, kept (guarded by Machine.ctl)
+	tracking  string   // TrackSoftDirty or TrackDirtyLog, fixed at mapRAM
 	// vmmLog is the pages devices wrote (dirty-log tracking), set
 	// atomically by MarkDirty from any goroutine.
 	vmmLog snapshot.Pages

@@ -54,7 +54,7 @@ func TestRAMFromChain(t *testing.T) {
 		r.mem[p*pageSize+5]++
 	}
 	_ = r.mem[7*pageSize] // a read is not a write
-	if _, err := r.collect(nil); err != nil {
+	if _, err := r.collect(nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := r.dirty.Runs(0)
@@ -64,7 +64,7 @@ func TestRAMFromChain(t *testing.T) {
 	}
 	// Re-armed by collect: nothing new is dirty.
 	r.dirty.Clear()
-	if _, err := r.collect(nil); err != nil || r.dirty.Count() != 0 {
+	if _, err := r.collect(nil, nil, nil); err != nil || r.dirty.Count() != 0 {
 		t.Errorf("second collect: %v, %d dirty pages; want none", err, r.dirty.Count())
 	}
 }
@@ -81,7 +81,7 @@ func TestCollectHeldPages(t *testing.T) {
 	for _, p := range []uint64{0, 5, 6, 900} {
 		r.mem[p*pageSize+9] = 1
 	}
-	held, err := r.collect(nil)
+	held, err := r.collect(nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"syscall"
-	"time"
 
 	"sandfs/ctl/msg"
 	"sandfs/snapshot"
@@ -41,7 +40,7 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 		return nil, fmt.Errorf("%s: %w", verb, ErrNotPaused)
 	}
 	var tm snapshot.Timing
-	t := time.Now()
+	t := snapshot.Now()
 	st, err := m.saveLocked()
 	if err != nil {
 		return nil, err
@@ -53,11 +52,10 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 	}
 	tm.Mark("encode-state", &t)
 	r := m.ram
-	held, err := r.collect(m.vm)
+	held, err := r.collect(m.vm, &tm, &t)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
-	tm.Mark("collect", &t)
 	var over *snapshot.Snapshot
 	if parent != "" {
 		chain, err := snapshot.Chain(parent)
@@ -151,11 +149,7 @@ func (m *Machine) MemoryStats() (MemoryStats, error) {
 	ms := MemoryStats{Tracking: r.tracking, Maps: r.maps, Dirty: r.dirty.Count(), Resident: ^uint64(0)}
 	if r.pagemap != nil {
 		ms.Resident = 0
-		if err := readPagemap(r.pagemap, r.mem, func(_, e uint64) {
-			if e&pmPresent != 0 {
-				ms.Resident++
-			}
-		}); err != nil {
+		if err := r.scanPagemap(pmPresent, func(_, _ uint64) { ms.Resident++ }); err != nil {
 			return ms, fmt.Errorf("memory stats: %w", err)
 		}
 	}

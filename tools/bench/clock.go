@@ -48,3 +48,8 @@ func initClock() string {
 	tscKHz = float64(c1-c0) / float64(t1.Sub(t0).Nanoseconds()) * 1e6
 	return "TSC, " + strconv.FormatFloat(tscKHz, 'f', 0, 64) + " kHz measured over 1 s"
 }
+
+// span is the time from a to b.
+func span(a, b stamp) time.Duration {
+	return time.Duration(float64(uint64(b)-uint64(a)) / tscKHz * 1e6)
+}

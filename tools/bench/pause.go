@@ -106,17 +106,20 @@ func (r *run) pauseToDisk(ctx context.Context, t *template, a, b *sandbox, res *
 		if err := s.p.Pause(ctx); err != nil {
 			return 0, 0, "", err
 		}
+		ps := now()
 		if err := s.p.Snapshot(ctx, dir, parent); err != nil {
 			return 0, 0, "", err
 		}
+		ss := now()
 		if err := s.p.Stop(ctx); err != nil {
 			return 0, 0, "", err
 		}
 		d := since(start)
+		split := fmt.Sprintf("pause %s, snapshot verb %s, stop %s; in the verb: %s", ms(span(start, ps)), ms(span(ps, ss)), ms(since(ss)), s.snapshotPhases())
 		if parent == "" {
-			res.fullPhases = s.snapshotPhases()
+			res.fullPhases = split
 		} else {
-			res.diskPhases = s.snapshotPhases()
+			res.diskPhases = split
 		}
 		sn, err := snapshot.Open(dir)
 		if err != nil {
@@ -158,7 +161,7 @@ func pauseTable(p *pauseResult, mem uint64) *table {
 		t.add("full-memory pause: full snapshot, then the process ends ("+mib(p.fullBytes)+")", ms(p.fullPause), "")
 		t.add("resume from disk: restore the delta to agent answering", ms(p.diskResume), "")
 		t.notes = append(t.notes, fmt.Sprintf("**pause to disk / full-memory pause = %s** (target ≤ 0.10).", ratio(p.diskPause, p.fullPause)),
-			"Inside the snapshot verb (the VMM's log): pause to disk "+p.diskPhases+"; full-memory pause "+p.fullPhases+".")
+			"Where the time went: pause to disk: "+p.diskPhases+". Full-memory pause: "+p.fullPhases+".")
 	}
 	return t
 }

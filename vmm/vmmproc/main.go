@@ -78,6 +78,7 @@ func Main(args []string) int {
 		return codeUsage
 	}
 	closeStrays(*console, *gate, cfg)
+	useTSCClock()
 	reason, err := run(cfg, log, *console, *gate)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
