@@ -140,28 +140,11 @@ const maxIov = 1024
 // the CRC-32C of the data in run order. Runs whose data follow each other
 // in f (all of a delta's; a full snapshot's adjacent ones) go out in one
 // pwritev: a delta of a few hundred runs is a few system calls, not one
-// per run. The checksum is computed by another goroutine while the data
-// is written (in the lab, emulated, it costs twice the write; natively
-// far less): mem must not change until writeRuns returns.
+// per run. (Computing the CRC in another goroutine while writing was
+// tried and measured slower in the lab: docs/snapshots.md.)
 func writeRuns(f *os.File, runs []Run, mem []byte) (uint32, error) {
-	sum := make(chan uint32, 1)
-	go func() {
-		crc := uint32(0)
-		for _, r := range runs {
-			crc = crc32.Update(crc, castagnoli, mem[r.Page*PageSize:(r.Page+r.Count)*PageSize])
-		}
-		sum <- crc
-	}()
-	err := pwriteRuns(int(f.Fd()), runs, mem)
-	crc := <-sum
-	if err != nil {
-		return 0, fmt.Errorf("write %s: %w", msg.Cite(f.Name()), err)
-	}
-	return crc, nil
-}
-
-// pwriteRuns is writeRuns' writing.
-func pwriteRuns(fd int, runs []Run, mem []byte) error {
+	crc := uint32(0)
+	fd := int(f.Fd())
 	for i := 0; i < len(runs); {
 		off := runs[i].Offset
 		var iov [][]byte
@@ -169,22 +152,23 @@ func pwriteRuns(fd int, runs []Run, mem []byte) error {
 		for ; i < len(runs) && runs[i].Offset == end && len(iov) < maxIov; i++ {
 			r := runs[i]
 			b := mem[r.Page*PageSize : (r.Page+r.Count)*PageSize]
+			crc = crc32.Update(crc, castagnoli, b)
 			iov = append(iov, b)
 			end += uint64(len(b))
 		}
 		for done := off; done < end; {
 			n, err := unix.Pwritev(fd, iov, int64(done))
-			if err != nil {
-				return err
+			if err == nil && n <= 0 {
+				err = io.ErrShortWrite
 			}
-			if n <= 0 {
-				return io.ErrShortWrite
+			if err != nil {
+				return 0, fmt.Errorf("write %s: %w", msg.Cite(f.Name()), err)
 			}
 			done += uint64(n)
 			iov = skipBytes(iov, n)
 		}
 	}
-	return nil
+	return crc, nil
 }
 
 // skipBytes drops the first n bytes of iov (after a short pwritev).
