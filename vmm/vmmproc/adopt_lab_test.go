@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,4 +92,34 @@ func running(pid int) bool {
 func readTail(path string) string {
 	b, _ := os.ReadFile(path)
 	return tail(string(b), 2000)
+}
+
+// TestLaunchClosesStrays: a descriptor of the launcher without
+// close-on-exec (as go-fuse leaves /dev/fuse) is not held by the VMM: a
+// Detached VMM would keep it open past the daemon's end.
+func TestLaunchClosesStrays(t *testing.T) {
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "forever")
+	stray := filepath.Join(dir, "stray")
+	fd, err := syscall.Open(stray, syscall.O_CREAT|syscall.O_RDWR, 0o600) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	fds, err := filepath.Glob("/proc/" + strconv.Itoa(p.Pid()) + "/fd/*")
+	if err != nil || len(fds) == 0 {
+		t.Fatalf("the VMM's descriptors: %v, %v", fds, err)
+	}
+	for _, f := range fds {
+		if target, _ := os.Readlink(f); target == stray {
+			t.Errorf("the VMM holds the launcher's stray descriptor as %s", filepath.Base(f))
+		}
+	}
 }
