@@ -73,7 +73,8 @@ not dead (kill it first).`,
 		Keys: []string{"lower", "mode"},
 		Doc: `Creates world name (same grammar as sandbox ids), listed in
 /worlds/<name>/: the host directory lower (an absolute path; its
-symbolic links are resolved once, here) seen through a private upper
+symbolic links are resolved once, here, as the writer may: EACCES at a
+directory they may not search) seen through a private upper
 (docs/worlds.md). mode: overlay (the default: changes go to the upper),
 readonly (every change is EROFS), unsafe-rw (changes go straight into
 the lower, as the daemon: root only, EPERM otherwise; no diff, nothing

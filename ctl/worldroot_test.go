@@ -57,3 +57,42 @@ func TestWorldOverProc(t *testing.T) {
 		t.Errorf("root's world over /proc: %v", err)
 	}
 }
+
+// TestWorldLowerProbe: the daemon resolves a lower as root; a user must
+// not learn from its answer whether a name exists inside a directory they
+// may not search: both are EACCES. Links are still resolved (from a
+// directory the user may search).
+func TestWorldLowerProbe(t *testing.T) {
+	top := t.TempDir()
+	if err := os.Chmod(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(top), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	closed, open := filepath.Join(top, "closed"), filepath.Join(top, "open")
+	for _, d := range []string{filepath.Join(closed, "exists"), open} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("open", filepath.Join(top, "link")); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := openPlane(t, t.TempDir(), nil)
+	opened := map[string]*fakeWorld{}
+	p.SetWorldOpener(worldsOpener(opened))
+	for _, sub := range []string{"exists", "missing"} {
+		_, err := p.Ctl(as(t, alice), []byte("world w lower="+filepath.Join(closed, sub)))
+		wantErr(t, "alice's world over closed/"+sub, err, syscall.EACCES)
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("world w lower="+filepath.Join(top, "link"))); err != nil {
+		t.Fatalf("alice's world through a link to open/: %v", err)
+	}
+	if f := opened["w"]; f == nil || f.lower != open {
+		t.Errorf("opened %+v; want lower %s", f, open)
+	}
+}

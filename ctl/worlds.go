@@ -201,7 +201,7 @@ func checkLower(verb, lower string, who cred.Cred) (string, error) {
 	if lower == "" || !filepath.IsAbs(lower) {
 		return "", Errorf(syscall.EINVAL, "%s: lower= must be an absolute host path %s", verb, msg.Cite(lower))
 	}
-	real, err := filepath.EvalSymlinks(lower)
+	real, err := evalSymlinksAs(who, lower)
 	if err != nil {
 		return "", Errorf(Errno(err), "%s: lower %s: %v", verb, msg.Cite(lower), pathErrText(err))
 	}
@@ -235,6 +235,56 @@ func notKernelFS(dir string) error {
 		return fmt.Errorf("on %s, whose files the kernel guards by the opener (root only)", name)
 	}
 	return nil
+}
+
+// evalSymlinksAs is filepath.EvalSymlinks of the absolute path as who
+// would resolve it: each directory is searched only if who may search it
+// (EACCES otherwise, as the kernel would say), so the daemon's own
+// resolution tells nobody what is inside a directory they may not search
+// (whether a name exists there, where a link there points).
+func evalSymlinksAs(who cred.Cred, path string) (string, error) {
+	const maxLinks = 40
+	todo := strings.Split(strings.Trim(path, "/"), "/")
+	cur, links := "/", 0
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(cur, &st); err != nil {
+			return "", &os.PathError{Op: "lstat", Path: cur, Err: err}
+		}
+		if !who.Permits(cred.Owner{UID: st.Uid, GID: st.Gid}, st.Mode, 1) {
+			return "", &os.PathError{Op: "lstat", Path: cur, Err: syscall.EACCES}
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", &os.PathError{Op: "lstat", Path: path, Err: syscall.ELOOP}
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(strings.Trim(target, "/"), "/"), todo...)
+	}
+	return cur, nil
 }
 
 // pathErrText is an *os.PathError's reason alone.
