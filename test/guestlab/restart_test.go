@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,8 +22,9 @@ import (
 // process; its snapshot is still listed.
 func TestDaemonRestart(t *testing.T) {
 	need(t)
+	start := time.Now()
 	d := startDaemon(t)
-	t.Log("daemon up")
+	t.Logf("daemon up: serving its mount %v after its start (no sandboxes)", time.Since(start).Round(time.Millisecond))
 	const mark = `sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > /root/sleep.pid; echo hello-$(hostname) > /root/marker`
 	for _, id := range []string{"r", "p", "k"} {
 		d.mustSh(t, "echo 'new "+id+"' > ctl")
@@ -47,8 +49,9 @@ func TestDaemonRestart(t *testing.T) {
 		}
 	}
 	killWait(t, statusPid(t, before["k"]))
+	start = time.Now()
 	d.serve(t)
-	t.Log("daemon restarted")
+	t.Logf("daemon restarted: serving its mount %v after its start (2 sandboxes adopted, 1 reaped)", time.Since(start).Round(time.Millisecond))
 
 	for _, id := range []string{"r", "p"} {
 		if got := d.mustSh(t, "cat sandboxes/"+id+"/status"); got != before[id] {
