@@ -19,6 +19,7 @@ import (
 
 	"sandfs/test/syncbuf"
 	"sandfs/test/testenv"
+	"sandfs/vmm/vmmproc"
 )
 
 // TestMakeRunNative: where the probe says guests run natively (a KVM host,
@@ -104,6 +105,11 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 		case <-time.After(60 * time.Second):
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
+		}
+		// Sandboxes outlive the daemon (a failed test leaves some).
+		runs, _ := filepath.Glob(filepath.Join(dir, "state/run/*"))
+		for _, run := range runs {
+			vmmproc.EndOrphan(filepath.Join(run, "vmm.sock"))
 		}
 		if t.Failed() {
 			t.Logf("run.sh output:\n%s", log.String())
