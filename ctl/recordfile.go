@@ -67,3 +67,21 @@ func loadRecordDirs[T any, P validator[T]](log *slog.Logger, dir, file, what str
 	}
 	return recs, bad, nil
 }
+
+// removeRecordDir deletes dir/name: renamed away first (it disappears at
+// once, also for a daemon killed during the removal; loadRecordDirs
+// finishes the job), then removed.
+func removeRecordDir(dir, name string) error {
+	gone, err := os.MkdirTemp(dir, snapGoneMark+name+"-")
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(dir, name), filepath.Join(gone, name)); err != nil {
+		os.Remove(gone)
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(gone)
+}

@@ -190,22 +190,8 @@ func (st *store) snapDrop(dir string) {
 	os.RemoveAll(filepath.Dir(dir))
 }
 
-// snapRemove deletes snapshot id: renamed away first (it disappears at
-// once, also for a daemon killed during the removal), then removed.
-func (st *store) snapRemove(id string) error {
-	gone, err := os.MkdirTemp(st.snapsDir(), snapGoneMark+id+"-")
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(st.snapDir(id), filepath.Join(gone, id)); err != nil {
-		os.Remove(gone)
-		return err
-	}
-	if err := syncDir(st.snapsDir()); err != nil {
-		return err
-	}
-	return os.RemoveAll(gone)
-}
+// snapRemove deletes snapshot id (removeRecordDir).
+func (st *store) snapRemove(id string) error { return removeRecordDir(st.snapsDir(), id) }
 
 // errNoSnapshot is the error for an unknown snapshot name.
 func errNoSnapshot(verb, id string) error {

@@ -130,22 +130,8 @@ func writeFileSync(path string, b []byte) error {
 	return err
 }
 
-// worldRemove deletes world name: renamed away first (it disappears at
-// once, also for a daemon killed during the removal), then removed.
-func (st *store) worldRemove(name string) error {
-	gone, err := os.MkdirTemp(st.worldsDir(), snapGoneMark+name+"-")
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(st.worldDir(name), filepath.Join(gone, name)); err != nil {
-		os.Remove(gone)
-		return err
-	}
-	if err := syncDir(st.worldsDir()); err != nil {
-		return err
-	}
-	return os.RemoveAll(gone)
-}
+// worldRemove deletes world name (removeRecordDir).
+func (st *store) worldRemove(name string) error { return removeRecordDir(st.worldsDir(), name) }
 
 // errNoWorld is the error for an unknown world name.
 func errNoWorld(verb, name string) error {
