@@ -35,10 +35,39 @@ done <<< "$pkgs"
 [ -s "$manifest" ] || { echo "test-lab: no lab test binaries to run"; exit 0; }
 
 echo "test-lab: running $(wc -l < "$manifest") test binaries in one lab boot"
-start=$(date +%s)
-set +e
-bin/sandfs lab -e SANDFS_LAB_TEST_TIMEOUT="${SANDFS_LAB_TEST_TIMEOUT:-10m}" ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$manifest"
-rc=$?
-set -e
-echo "test-lab: lab exited $rc after $(($(date +%s) - start))s"
+# runlab runs the binaries of manifest $1 in one lab boot, its output also
+# kept in $out.
+out=bin/tests/lab-out.$$
+trap 'rm -f "$manifest" "$manifest.rest" "$out"' EXIT
+runlab() {
+	start=$(date +%s)
+	set +e
+	bin/sandfs lab -e SANDFS_LAB_TEST_TIMEOUT="${SANDFS_LAB_TEST_TIMEOUT:-10m}" ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$1" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	set -e
+	echo "test-lab: lab exited $rc after $(($(date +%s) - start))s"
+}
+runlab "$manifest"
+
+# The lab's own kernel (Linux under QEMU's TCG, running nested KVM) has
+# oopsed in generic code (cgroup rstat, the scheduler, seccomp) about once
+# in ten boots, whatever ran in it: an infrastructure failure that ends
+# the boot (exit 125) with no verdict on the binaries not yet run. Then,
+# once, the binaries without a verdict (the interrupted one included) run
+# again in a new boot; a test that failed stays failed, and the oops is
+# printed. Any other exit is final.
+con=$(sed -n 's/^sandfs lab: full console log //p' "$out" | tail -1)
+if [ "$rc" = 125 ] && [ -n "$con" ] && grep -a -q -E 'Oops:|BUG: |Kernel panic|double fault' "$con"; then
+	echo "test-lab: THE LAB'S OWN KERNEL CRASHED ($con):"
+	grep -a -m 12 -E 'BUG: |Oops:|RIP: |Comm: ' "$con" || true
+	failed=0
+	grep -q -P '^FAIL\tsandfs/' "$out" && failed=1
+	: > "$manifest.rest"
+	while read -r name rel; do
+		grep -q -P "^(ok  |FAIL)\tsandfs/\Q$rel\E\t" "$out" || printf '%s %s\n' "$name" "$rel" >> "$manifest.rest"
+	done < "$manifest"
+	echo "test-lab: running the $(wc -l < "$manifest.rest") binaries without a verdict again, in a new lab boot"
+	runlab "$manifest.rest"
+	if [ "$rc" = 0 ] && [ $failed = 1 ]; then rc=1; fi
+fi
 exit $rc
