@@ -52,6 +52,9 @@ func (c *console) waitBoot(t *testing.T, m *Machine, s string) {
 	t.Helper()
 	deadline := time.Now().Add(bootTimeout)
 	for !strings.Contains(c.String(), s) {
+		if r, err := m.Exit(); r != ExitRunning {
+			t.Fatalf("machine ended (%v, %v) before %q on the console; console:\n%s", r, err, s, tail(c.String(), 3000))
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("console has no %q after %v; vCPUs: %s; console:\n%s", s, bootTimeout, vcpuTrace(m), tail(c.String(), 3000))
 		}
