@@ -107,7 +107,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 		return nil, err
 	}
 	vm.last, vm.base = id, filepath.Join(entry, id)
-	if err := refreshGuest(ctx, vm.uds, s.ID, time.Now); err != nil {
+	if err := vm.refresh(ctx, s.ID); err != nil {
 		vm.p.Kill()
 		vm.p.Wait()
 		return nil, Errorf(Errno(err), "new: after restore: %s", errText(err))
@@ -134,8 +134,11 @@ func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir, id string) 
 	vm := m.(*vmmMachine)
 	defer func() { vm.p.Kill(); vm.p.Wait() }()
 	start := time.Now()
-	if err := waitAgent(ctx, vm.uds); err != nil {
-		return fmt.Errorf("template boot: %w", err)
+	wctx, cancel := vm.untilEnd(ctx)
+	err = waitAgent(wctx, vm.uds)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("template boot: %w", vm.whyEnded(err))
 	}
 	r.Log.Info("template booted: agent serving", "template", s.Template, "after", time.Since(start).Round(time.Millisecond))
 	if err := vm.Pause(ctx); err != nil {
@@ -325,6 +328,17 @@ func dialAgentCtl(ctx context.Context, uds string) (*p9.Client, p9.File, error) 
 	}
 	cl.Close()
 	return nil, nil, err
+}
+
+// refresh is refreshGuest for m's guest, ending as soon as m does (and
+// then saying why).
+func (m *vmmMachine) refresh(ctx context.Context, hostname string) error {
+	rctx, cancel := m.untilEnd(ctx)
+	defer cancel()
+	if err := refreshGuest(rctx, m.uds, hostname, time.Now); err != nil {
+		return m.whyEnded(err)
+	}
+	return nil
 }
 
 // refreshGuest gives a restored guest what its snapshot froze: the wall

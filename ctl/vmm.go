@@ -179,10 +179,17 @@ func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname s
 	return r.launch(ctx, s.ID, cfg, snapshot)
 }
 
+// labelImage is the VMM config's label holding the identity of the
+// disk's base image at launch (imageID), which Reattach gives back to an
+// adopted machine: its snapshots record it.
+const labelImage = "image"
+
 // launch starts the VMM of sandbox id with cfg, restoring snapshot (""
 // boots), in a run directory prepareRunDir laid out.
 func (r *VMMRuntime) launch(ctx context.Context, id string, cfg vmmproc.Config, snapshot string) (*vmmMachine, error) {
 	cfg.Restore = snapshot
+	image, _ := imageID(cfg.Disks[0].Path) // "": its snapshots are refused
+	cfg.Labels = map[string]string{labelImage: image}
 	p, err := vmmproc.Launch(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start vmm: %w", err)
@@ -192,7 +199,6 @@ func (r *VMMRuntime) launch(ctx context.Context, id string, cfg vmmproc.Config, 
 	if snapshot != "" {
 		boot = "restore"
 	}
-	image, _ := imageID(cfg.Disks[0].Path) // "": its snapshots are refused
 	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits()), boot: boot,
 		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: image}, nil
 }
@@ -354,6 +360,32 @@ func (m *vmmMachine) Err() error {
 		return errors.New("guest shut down (" + string(reason) + ")")
 	}
 	return fmt.Errorf("vmm ended: %s", reason)
+}
+
+// untilEnd is ctx, also cancelled when the machine ends: a wait for its
+// agent then ends at once instead of after agentWait.
+func (m *vmmMachine) untilEnd(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-m.p.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// whyEnded is err, or, when the machine has ended meanwhile, err with
+// why it ended (EIO): a dead VMM's wait for its agent otherwise reads as
+// a guest that did not answer.
+func (m *vmmMachine) whyEnded(err error) error {
+	select {
+	case <-m.p.Done():
+		return Errorf(syscall.EIO, "%s (the vmm ended: %v)", errText(err), m.Err())
+	default:
+		return err
+	}
 }
 
 // Pid implements Pider.Pid.

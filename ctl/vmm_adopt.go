@@ -62,7 +62,7 @@ func (r *VMMRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
 	// The machine's last snapshot is not known (last, base): its next
 	// snapshot is written full, never a delta over the wrong parent.
 	return &vmmMachine{p: p, uds: vsockPath(s.Dir), console: filepath.Join(s.Dir, "console"), limits: string(p.Limits()), boot: boot,
-		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname")}, nil
+		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: cfg.Labels[labelImage]}, nil
 }
 
 // Reap implements Reaper: the VMM still running in dir, if any, is

@@ -263,7 +263,7 @@ func (r *VMMRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Mac
 		return nil, err
 	}
 	vm.last = from.ID
-	if err := refreshGuest(ctx, vm.uds, s.ID, time.Now); err != nil {
+	if err := vm.refresh(ctx, s.ID); err != nil {
 		vm.p.Kill()
 		vm.p.Wait()
 		return nil, Errorf(Errno(err), "after restore: %s", errText(err))

@@ -29,6 +29,11 @@ type Config struct {
 	Net   *NetConfig   `json:",omitempty"` // virtio-net
 	Vsock *VsockConfig `json:",omitempty"` // virtio-vsock
 
+	// Labels are the launcher's notes on the machine (e.g. the identity
+	// of its disk's base image), written with the config and read back
+	// by Adopt's Config after a daemon restart; the process ignores them.
+	Labels map[string]string `json:",omitempty"`
+
 	// Client side (Launch), not used by the process itself:
 	Binary  string   `json:"-"` // the sandfs binary; default: this executable
 	Socket  string   `json:"-"` // control socket path (Launch creates it)
