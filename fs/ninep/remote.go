@@ -57,9 +57,9 @@ type Remote struct {
 	// calling out (Dial, Check, Fail, the server), so Close may be
 	// called with any lock of the caller's held.
 	mu      sync.Mutex
-	sess    *session      // shared session; nil or dead: dial at next use
-	dialing *dialing      // the dial of sess in progress; nil: none
-	idle    []*session    // private sessions free for reuse, at most maxIdle
+	sess    *session   // shared session; nil or dead: dial at next use
+	dialing *dialing   // the dial of sess in progress; nil: none
+	idle    []*session // private sessions free for reuse, at most maxIdle
 	closed  bool
 
 	raHeld atomic.Int64 // bytes held in read-ahead windows (readAheadBudget)
