@@ -2,7 +2,6 @@ package world
 
 import (
 	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -101,17 +100,6 @@ func setTimes(fd int, st *unix.Stat_t) error {
 	}
 	ts := []unix.Timespec{st.Atim, st.Mtim}
 	return unix.UtimesNanoAt(unix.AT_FDCWD, procPath(fd), ts, 0)
-}
-
-// timespec is utimensat's time for a change's time: omit, now or t.
-func timespec(t *time.Time) unix.Timespec {
-	switch {
-	case t == nil:
-		return unix.Timespec{Nsec: unix.UTIME_OMIT}
-	case t.IsZero():
-		return unix.Timespec{Nsec: unix.UTIME_NOW}
-	}
-	return unix.NsecToTimespec(t.UnixNano())
 }
 
 // removeAll removes path (beneath root) and everything under it, never

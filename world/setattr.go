@@ -48,36 +48,5 @@ func (f *File) Truncate(_ context.Context, size int64) error {
 // upper's copy. A symbolic link has no mode of its own (EOPNOTSUPP) and
 // keeps its times.
 func (n *node) SetAttr(_ context.Context, c sfs.Change) error {
-	return n.upperOf(true, func(fd int) error {
-		var st unix.Stat_t
-		if err := fstat(fd, &st); err != nil {
-			return err
-		}
-		link := isLink(&st)
-		if c.Mode != nil {
-			if link {
-				return syscall.EOPNOTSUPP
-			}
-			if err := unix.Chmod(procPath(fd), sfs.UnixMode(*c.Mode)&0o7777); err != nil {
-				return err
-			}
-		}
-		if c.UID != nil || c.GID != nil {
-			uid, gid := -1, -1
-			if c.UID != nil {
-				uid = int(*c.UID)
-			}
-			if c.GID != nil {
-				gid = int(*c.GID)
-			}
-			if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return err
-			}
-		}
-		if (c.Atime == nil && c.Mtime == nil) || link {
-			return nil
-		}
-		ts := []unix.Timespec{timespec(c.Atime), timespec(c.Mtime)}
-		return unix.UtimesNanoAt(unix.AT_FDCWD, procPath(fd), ts, 0)
-	})
+	return n.upperOf(true, func(fd int) error { return sfs.SetAttrFD(fd, c) })
 }
