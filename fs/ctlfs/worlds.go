@@ -3,19 +3,19 @@ package ctlfs
 import (
 	"bytes"
 	"context"
+	"errors"
 	iofs "io/fs"
 	"net"
 	"slices"
 	"strings"
 	"syscall"
 
-	sfs "sandfs/fs"
-	"sandfs/fs/ninep"
-	"sandfs/world"
-
 	"sandfs/ctl"
 	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
+	sfs "sandfs/fs"
+	"sandfs/fs/ninep"
+	"sandfs/world"
 )
 
 // worldsDir serves /worlds/ (every world: one directory per world, by
@@ -159,25 +159,25 @@ func worldStatusFile(n worldNode, mode iofs.FileMode) sfs.Node {
 // read-only directory (world.World.UpperView), whiteouts included. An
 // unsafe-rw world's is empty.
 func worldUpperDir(n worldNode, mode iofs.FileMode) sfs.Node {
-	wb, err := n.p.World(n.wi.Name)
-	if err != nil {
-		return errNode{err}
-	}
-	b, ok := wb.(*worldBackend)
-	if !ok {
-		return sfs.EmptyDir{Mode: mode}
-	}
-	d, err := b.w.UpperView()
-	if err != nil {
-		return sfs.EmptyDir{Mode: mode}
-	}
-	return d
+	return worldDir(n, mode, func(w *world.World) (sfs.Dir, error) {
+		d, err := w.UpperView()
+		if errors.Is(err, syscall.ENOENT) {
+			return sfs.EmptyDir{Mode: mode}, nil // unsafe-rw: no upper
+		}
+		return d, err
+	})
 }
 
 // worldFSDir serves <w>/fs/, the world itself: the union of its lower
 // and its upper (package world), read and write, each file showing its
 // own owner and mode (the guest mounts the same nodes at /workspace).
 func worldFSDir(n worldNode, mode iofs.FileMode) sfs.Node {
+	return worldDir(n, mode, (*world.World).Root)
+}
+
+// worldDir is the directory dir gives of n's world (empty for a world
+// that is not a package world union); an error is the node's.
+func worldDir(n worldNode, mode iofs.FileMode, dir func(*world.World) (sfs.Dir, error)) sfs.Node {
 	wb, err := n.p.World(n.wi.Name)
 	if err != nil {
 		return errNode{err}
@@ -186,7 +186,7 @@ func worldFSDir(n worldNode, mode iofs.FileMode) sfs.Node {
 	if !ok {
 		return sfs.EmptyDir{Mode: mode}
 	}
-	d, err := b.w.Root()
+	d, err := dir(b.w)
 	if err != nil {
 		return errNode{err}
 	}
