@@ -30,8 +30,8 @@ func (v Verdict) String() string { return v.Mode() + ": " + v.Reason }
 // loops slow down together) is not mistaken for an emulating one:
 // hardware-virtualized vCPUs run the loop at about the host's speed,
 // nested KVM inside the lab (TCG) at a similar fraction of the lab's own
-// speed, while PVM ran it at 5.6e5/s against about 1e9/s on its host
-// (5e-4). The lab under load measured 4.2e7/s, which a fixed floor of
+// speed, while PVM ran it at 5.6e5/s against 1.5e9/s for its host's
+// own loop (4e-4). The lab under load measured 4.2e7/s, which a fixed floor of
 // 5e7/s once judged "too slow" and so refused every sandbox.
 const MinLoopRatio = 0.05
 
