@@ -36,17 +36,12 @@ test-unit:
 
 # Each fuzz target for FUZZTIME (5 x 10 s, about 75 s with the builds),
 # one worker per core. A failing input is written to the package's
-# testdata/fuzz/<Target>/ (commit it: it becomes a seed).
+# testdata/fuzz/<Target>/ (commit it: it becomes a seed). test/fuzz.sh
+# says when a target runs twice.
 FUZZTIME ?= 10s
 FUZZ_TARGETS = ./ctl/msg:FuzzSplit ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage ./snapshot:FuzzDecode ./netpolicy:FuzzParse
 fuzz:
-	@rc=0; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t#*:}; \
-		echo "$(GO) test -run '^$$fn\$$' -fuzz '^$$fn\$$' -fuzztime $(FUZZTIME) $$pkg"; \
-		out=$$($(GO) test -run "^$$fn\$$" -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || rc=1; \
-		echo "$$out" | grep -v '^fuzz: elapsed: [0-9]*s, execs'; \
-		if echo "$$out" | grep -q 'no fuzz tests to fuzz'; then echo "make fuzz: no $$fn in $$pkg"; rc=1; fi; \
-	done; exit $$rc
+	GO=$(GO) test/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 # netpolicy's eBPF object (netpolicy/egress_bpfel.{o,go}) from
 # netpolicy/bpf/egress.c, by bpf2go (go.mod's tool line) with Debian's
