@@ -190,6 +190,10 @@ func (s *Sandbox) watch(m Machine) {
 			why = "machine ended"
 		}
 	}
+	if s.state != StateStopping {
+		// Nobody asked: a guest that powered off, or a VMM that died.
+		p.log.Warn("sandbox's machine ended unasked", "sandbox", s.id, "why", why)
+	}
 	s.die(why, nil)
 	s.op.Unlock()
 	p.notify(s.id)

@@ -91,10 +91,22 @@ func (v *vm) launch() p9.File {
 	v.p = p
 	console := v.cfg.Console
 	t.Cleanup(func() {
+		if t.Failed() {
+			// Why the VMM ended, if it did before the test was over.
+			select {
+			case <-p.Done():
+				r, err := p.Wait()
+				t.Logf("the vmm had ended: %s %v", r, err)
+			default:
+				t.Logf("the vmm was still running")
+			}
+		}
 		p.Kill()
 		if t.Failed() {
 			b, _ := os.ReadFile(console)
 			t.Logf("console %s:\n%s", console, tail(string(b), 4000))
+			b, _ = os.ReadFile(v.cfg.LogFile)
+			t.Logf("vmm log %s:\n%s", v.cfg.LogFile, tail(string(b), 3000))
 		}
 	})
 	start := time.Now()

@@ -90,6 +90,13 @@ func vmmPolicy() seccompPolicy {
 			{name: "socket", nr: unix.SYS_SOCKET, arg: 0, values: []uint32{unix.AF_UNIX}, errno: unix.EPERM},
 			// clone(flags, ...): flags is an unsigned long.
 			{name: "clone", nr: unix.SYS_CLONE, arg: 0, high0: true, values: []uint32{goThreadFlags, goThreadFlags &^ unix.CLONE_SETTLS, glibcThreadFlags}, errno: unix.EPERM},
+			// prctl(option, ...): since Go 1.25 the runtime names each
+			// new anonymous mapping (heap growth, stacks) with
+			// PR_SET_VMA where the kernel has CONFIG_ANON_VMA_NAME
+			// (runtime/set_vma_name_linux.go): refusing it by kill would
+			// end the VMM at its first heap growth on such a host.
+			// Naming a mapping is harmless; no other option is needed.
+			{name: "prctl", nr: unix.SYS_PRCTL, arg: 0, values: []uint32{unix.PR_SET_VMA}, errno: unix.EPERM},
 		},
 		errnos: map[uintptr]unix.Errno{unix.SYS_CLONE3: unix.ENOSYS},
 	}

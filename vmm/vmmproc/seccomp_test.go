@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -103,6 +104,8 @@ func TestSeccompPolicy(t *testing.T) {
 		{"clone, thread in a new user namespace", seccompData{nr: unix.SYS_CLONE, arch: x86, args: [6]uint64{goThreadFlags | unix.CLONE_NEWUSER}}, eperm},
 		{"clone, thread flags with high bits", seccompData{nr: unix.SYS_CLONE, arch: x86, args: [6]uint64{1<<32 | goThreadFlags}}, eperm},
 		{"clone3", seccompData{nr: unix.SYS_CLONE3, arch: x86}, seccompRetErrno | uint32(unix.ENOSYS)},
+		{"prctl PR_SET_VMA", seccompData{nr: unix.SYS_PRCTL, arch: x86, args: [6]uint64{unix.PR_SET_VMA, unix.PR_SET_VMA_ANON_NAME}}, allow},
+		{"prctl PR_SET_DUMPABLE", seccompData{nr: unix.SYS_PRCTL, arch: x86, args: [6]uint64{unix.PR_SET_DUMPABLE, 1}}, eperm},
 	} {
 		if got := evalFilter(t, f, tc.d); got != tc.want {
 			t.Errorf("%s: filter returns %#x; want %#x", tc.name, got, tc.want)
@@ -173,9 +176,19 @@ func seccompChild() {
 		"clone newuser":    rawErr(unix.SYS_CLONE, goThreadFlags|unix.CLONE_NEWUSER, 0, 0),
 		"ioctl TIOCGWINSZ": rawErr(unix.SYS_IOCTL, 1, unix.TIOCGWINSZ, 0),
 		"clone3":           rawErr(unix.SYS_CLONE3, 0, 0, 0),
+		"prctl dumpable":   rawErr(unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 1, 0),
 	} {
 		fmt.Printf("refused %s: %v\n", name, e)
 	}
+	// What the runtime does at each new mapping where the kernel can name
+	// them: it must come back (EINVAL where it cannot), never kill.
+	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		fmt.Println("mmap:", err)
+	}
+	name := []byte("Go: test\x00")
+	_, _, e := unix.Syscall6(unix.SYS_PRCTL, unix.PR_SET_VMA, unix.PR_SET_VMA_ANON_NAME, uintptr(unsafe.Pointer(&b[0])), 4096, uintptr(unsafe.Pointer(&name[0])), 0)
+	fmt.Printf("prctl PR_SET_VMA came back: %v\n", e)
 	os.Stdout.Sync()
 	unix.Syscall(unix.SYS_PTRACE, 0, 0, 0) // not allowed
 	fmt.Println("survived")
@@ -230,6 +243,8 @@ func TestSeccompKillsForbiddenSyscall(t *testing.T) {
 		"refused clone newuser: operation not permitted",
 		"refused ioctl TIOCGWINSZ: operation not permitted",
 		"refused clone3: function not implemented",
+		"refused prctl dumpable: operation not permitted",
+		"prctl PR_SET_VMA came back",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("child output lacks %q:\n%s", want, out)
