@@ -56,8 +56,22 @@ func (ts *testServer) conn() net.Conn {
 		return c
 	}
 	sc, cc := mk(fds[0]), mk(fds[1])
-	go ts.srv.ServeConn(sc)
-	ts.t.Cleanup(func() { cc.Close() })
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		ts.srv.ServeConn(sc)
+	}()
+	// The connection's end is the test's: a server still tearing down
+	// when the next test runs would log through this test's finished t
+	// (the race detector caught testing's output racing that way).
+	ts.t.Cleanup(func() {
+		cc.Close()
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			ts.t.Errorf("the server did not end the connection 10 s after its client closed it")
+		}
+	})
 	return cc
 }
 
