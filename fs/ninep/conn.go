@@ -44,6 +44,18 @@ type conn struct {
 	walks     map[uint16]pendingWalk               // tag -> a Twalk in progress; protected by mu
 	readFids  map[uint16]uint32                    // tag -> fid of a Tread in progress; protected by mu
 	blocked   map[string]map[*blockedRead]struct{} // path -> reads in progress; protected by mu
+	// A Tread (or Twrite) between its frame and its handler's startRead,
+	// by tag: its path, and whether a flush or clunk came meanwhile (the
+	// read is then interrupted as soon as it starts). p9 hands a request
+	// to its handler on another goroutine, so a clunk right after a read
+	// can be seen before that read has registered. Protected by mu.
+	unstarted map[uint16]*unstartedRead
+}
+
+// unstartedRead is a read seen on the wire whose handler has not started.
+type unstartedRead struct {
+	path string
+	owed bool // interrupt it when it starts
 }
 
 // pendingWalk is a Twalk between request and reply: the fid it creates
@@ -64,17 +76,18 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, who cred.
 		release = func() {}
 	}
 	cn := &conn{
-		srv:      s,
-		lim:      &s.lim,
-		token:    token,
-		tokenSum: sha256.Sum256([]byte(token)),
-		remote:   c.RemoteAddr().String(),
-		release:  release,
-		fidPaths: map[uint32]string{},
-		attaches: map[uint16]uint32{},
-		walks:    map[uint16]pendingWalk{},
-		readFids: map[uint16]uint32{},
-		blocked:  map[string]map[*blockedRead]struct{}{},
+		srv:       s,
+		lim:       &s.lim,
+		token:     token,
+		tokenSum:  sha256.Sum256([]byte(token)),
+		remote:    c.RemoteAddr().String(),
+		release:   release,
+		fidPaths:  map[uint32]string{},
+		attaches:  map[uint16]uint32{},
+		walks:     map[uint16]pendingWalk{},
+		readFids:  map[uint16]uint32{},
+		blocked:   map[string]map[*blockedRead]struct{}{},
+		unstarted: map[uint16]*unstartedRead{},
 	}
 	cn.ctx, cn.cancel = context.WithCancel(cred.With(ctx, who))
 	return cn
@@ -132,6 +145,9 @@ func (c *conn) startRead(p string) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	b := &blockedRead{cancel: cancel}
 	c.mu.Lock()
+	if c.claimUnstartedLocked(p) {
+		c.cancelLaterLocked(p, []*blockedRead{b})
+	}
 	m := c.blocked[p]
 	if m == nil {
 		m = map[*blockedRead]struct{}{}
@@ -155,13 +171,47 @@ func (c *conn) startRead(p string) (context.Context, func()) {
 // same path by other fids finish well within it, blocked ones do not.
 const interruptGrace = 20 * time.Millisecond
 
+// claimUnstartedLocked takes back the note of one seen read of path p
+// whose handler is now starting, one that was interrupted before it
+// started first, and says whether it was. Called with c.mu held.
+func (c *conn) claimUnstartedLocked(p string) (owed bool) {
+	var tag uint16
+	found := false
+	for t, u := range c.unstarted {
+		if u.path == p && (!found || u.owed) {
+			tag, found = t, true
+			if u.owed {
+				break
+			}
+		}
+	}
+	if !found {
+		return false
+	}
+	owed = c.unstarted[tag].owed
+	delete(c.unstarted, tag)
+	return owed
+}
+
 // interruptLocked ends the reads of tree path p that are still in
-// progress after interruptGrace. Called with c.mu held.
+// progress after interruptGrace, those not yet started included. Called
+// with c.mu held.
 func (c *conn) interruptLocked(p string) {
+	for _, u := range c.unstarted {
+		if u.path == p {
+			u.owed = true
+		}
+	}
 	var reads []*blockedRead
 	for b := range c.blocked[p] {
 		reads = append(reads, b)
 	}
+	c.cancelLaterLocked(p, reads)
+}
+
+// cancelLaterLocked cancels those of reads of path p still in progress
+// after interruptGrace. Called with c.mu held.
+func (c *conn) cancelLaterLocked(p string, reads []*blockedRead) {
 	if len(reads) == 0 {
 		return
 	}
@@ -204,6 +254,9 @@ func (c *conn) sawRead(tag uint16, fid uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.readFids[tag] = fid
+	if p, ok := c.fidPaths[fid]; ok {
+		c.unstarted[tag] = &unstartedRead{path: p}
+	}
 }
 
 func (c *conn) sawFlush(oldtag uint16) {
@@ -255,4 +308,5 @@ func (c *conn) sawReply(typ uint8, tag uint16) {
 		}
 	}
 	delete(c.readFids, tag)
+	delete(c.unstarted, tag) // a read refused before its handler ran
 }
