@@ -3,7 +3,9 @@ module sandfs
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/cilium/ebpf v0.22.0
+	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/go-cmp v0.7.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hugelgupf/p9 v0.3.0
@@ -18,6 +20,7 @@ require (
 	github.com/mdlayher/socket v0.8.0 // indirect
 	github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -66,6 +66,8 @@ func runServe(args []string) int {
 	templates := fl.String("templates", envOr("SANDFS_TEMPLATES", besideBinary("build/templates")), "template directory for the VMM runtime (default: $SANDFS_TEMPLATES, else build/templates beside build/vmlinuz)")
 	debug := fl.Bool("debug", false, "log at debug level")
 	group := fl.String("group", "", "group (name or gid) whose members may create sandboxes: it owns /ctl, /clone and the unix sockets (default: the daemon's group)")
+	e2bAddr := fl.String("e2b", "", "also serve the E2B API (REST and envd, package e2b) on this TCP address, e.g. 127.0.0.1:3000; \"\" for none")
+	e2bKeys := fl.String("e2b-keys", "", "E2B API keys, one a line: KEY [UID[:GID]] (default: $SANDFS_E2B_KEY, else STATE/e2b-key, generated and printed if missing; both root's)")
 	vmmUIDs := ctl.DefaultVMMIDs
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {
@@ -89,6 +91,7 @@ func runServe(args []string) int {
 	if err := serve(log, serveConfig{
 		state: *state, listens: listens, mount: *mnt, mountOptional: !mountGiven, tokenFile: *tokenFile,
 		kernel: *kernel, templates: *templates, vmmUIDs: vmmUIDs, group: *group,
+		e2b: *e2bAddr, e2bKeys: *e2bKeys,
 	}); err != nil {
 		log.Error("serve: " + err.Error())
 		return 1
@@ -106,6 +109,8 @@ type serveConfig struct {
 	templates     string
 	vmmUIDs       ctl.IDRange
 	group         string // --group, "" for none
+	e2b           string // --e2b address, "" for none
+	e2bKeys       string // --e2b-keys file
 }
 
 // serve runs the daemon until SIGINT or SIGTERM: the control plane and
@@ -141,10 +146,18 @@ func serve(log *slog.Logger, c serveConfig) error {
 		log.Info("serve: creators' group", "group", c.group, "gid", gid)
 	}
 
-	ls := &listeners{errc: make(chan error, len(c.listens))}
+	ls := &listeners{errc: make(chan error, len(c.listens)+1)}
 	defer ls.removeSockets()
-	if err := ls.start(ctx, log, c, ninep.NewServer(tree.Root(), log), gid); err != nil {
+	srv := ninep.NewServer(tree.Root(), log)
+	if err := ls.start(ctx, log, c, srv, gid); err != nil {
 		return err
+	}
+	if c.e2b != "" {
+		if err := startE2B(ctx, log, c, srv, &ls.wg, ls.errc); err != nil {
+			stop()
+			ls.wg.Wait()
+			return err
+		}
 	}
 	m, err := mountIfAsked(log, c, tree.Root())
 	if err != nil {

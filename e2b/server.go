@@ -1,0 +1,179 @@
+package e2b
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"syscall"
+
+	"github.com/go-chi/chi/v5"
+
+	"sandfs/ctl/cred"
+	"sandfs/fs/client"
+)
+
+// EnvdVersion is the envd version the adapter reports: the SDK gates
+// features on it (closeStdin ≥ 0.5.2, octet-stream uploads ≥ 0.5.7).
+const EnvdVersion = "0.5.7"
+
+// Dialer connects to the sandfs tree as who: a new 9P client whose
+// requests the tree checks as who's.
+type Dialer func(ctx context.Context, who cred.Cred) (*client.Client, error)
+
+// Config configures a Server.
+type Config struct {
+	// Keys maps each API key to the tree identity it acts as.
+	Keys map[string]cred.Cred
+	// Dial reaches the tree.
+	Dial Dialer
+	// Registry keeps what only E2B has of each sandbox.
+	Registry *Registry
+	Log      *slog.Logger
+}
+
+// Server is the adapter: Handler serves REST and envd on one port.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	reg  *Registry
+	rest http.Handler
+	envd http.Handler
+
+	mu      sync.Mutex
+	clients map[string]*client.Client // by API key: the shared connection of unary calls
+	pids    pidTable
+}
+
+// New makes a Server.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Log, reg: cfg.Registry, clients: map[string]*client.Client{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.reg == nil {
+		s.reg = NewRegistry("")
+	}
+	s.rest = s.restRouter()
+	s.envd = s.envdRouter()
+	return s
+}
+
+// ServeHTTP routes by the E2b-Sandbox-Id header: present, envd traffic
+// for that sandbox; absent, the REST API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("E2b-Sandbox-Id") != "" {
+		s.envd.ServeHTTP(w, r)
+		return
+	}
+	s.rest.ServeHTTP(w, r)
+}
+
+// Close closes the shared tree connections.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range s.clients {
+		c.Close()
+		delete(s.clients, k)
+	}
+}
+
+// keyOf returns the API key of r if it is a known one.
+func (s *Server) keyOf(r *http.Request) (string, bool) {
+	got := r.Header.Get("X-Api-Key")
+	for k := range s.cfg.Keys {
+		if subtle.ConstantTimeCompare([]byte(k), []byte(got)) == 1 {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// tree returns the shared tree connection of key, dialling it first.
+func (s *Server) tree(ctx context.Context, key string) (*client.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.clients[key]; c != nil {
+		return c, nil
+	}
+	c, err := s.cfg.Dial(ctx, s.cfg.Keys[key])
+	if err != nil {
+		return nil, err
+	}
+	s.clients[key] = c
+	return c, nil
+}
+
+// dropTree forgets key's shared connection c after it failed as a
+// connection (not a refusal): the next request dials again.
+func (s *Server) dropTree(key string, c *client.Client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clients[key] == c {
+		delete(s.clients, key)
+		c.Close()
+	}
+}
+
+// streamTree dials a connection of its own for one streaming call: its
+// blocked reads end when it is closed.
+func (s *Server) streamTree(ctx context.Context, key string) (*client.Client, error) {
+	return s.cfg.Dial(ctx, s.cfg.Keys[key])
+}
+
+// apiError is the REST error body: the SDK tests its numeric code.
+type apiError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes {"code": status, "message": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, apiError{Code: status, Message: msg})
+}
+
+// httpStatus is the HTTP status of a tree error, by its errno.
+func httpStatus(err error) int {
+	var en syscall.Errno
+	if !errors.As(err, &en) {
+		return http.StatusInternalServerError
+	}
+	switch en {
+	case syscall.EINVAL, syscall.E2BIG, syscall.ENOTDIR, syscall.EISDIR:
+		return http.StatusBadRequest
+	case syscall.ENOENT:
+		return http.StatusNotFound
+	case syscall.EEXIST, syscall.EBUSY:
+		return http.StatusConflict
+	case syscall.EPERM, syscall.EACCES:
+		return http.StatusForbidden
+	case syscall.ENOSPC:
+		return http.StatusInsufficientStorage
+	case syscall.ENODEV:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// treeError writes err as a REST error, its status from its errno.
+func (s *Server) treeError(w http.ResponseWriter, err error) {
+	st := httpStatus(err)
+	if st == http.StatusInternalServerError {
+		s.log.Error("e2b: " + err.Error())
+	}
+	writeError(w, st, err.Error())
+}
+
+// urlParam is chi's path parameter name of r.
+func urlParam(r *http.Request, name string) string { return chi.URLParam(r, name) }
