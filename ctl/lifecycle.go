@@ -202,7 +202,7 @@ func (s *Sandbox) watch(m Machine) {
 // die records s as dead with err text why ("" keeps the last err). op held.
 func (s *Sandbox) die(why string, startErr error) {
 	if err := s.persist("dead", StateDead, func(r *record) {
-		r.Deadline = time.Time{}
+		r.Deadline, r.Disk = time.Time{}, ""
 		if why != "" {
 			r.Err = why
 		}
@@ -213,7 +213,7 @@ func (s *Sandbox) die(why string, startErr error) {
 		if why != "" {
 			s.err = why
 		}
-		s.m, s.startErr, s.stopWhy, s.deadline = nil, startErr, "", time.Time{}
+		s.m, s.startErr, s.stopWhy, s.deadline, s.disk = nil, startErr, "", time.Time{}, ""
 		if s.timer != nil {
 			s.timer.Stop()
 			s.timer = nil
@@ -221,11 +221,45 @@ func (s *Sandbox) die(why string, startErr error) {
 	})
 }
 
+// pause parks s's vCPUs, then, where the machine and runtime can, writes
+// it to disk and ends its machine (diskpause.go).
 func (s *Sandbox) pause(ctx context.Context, c Command, v *Verb) error {
-	return s.pauseResume(ctx, v, StatePaused, Machine.Pause)
+	s.op.Lock()
+	defer func() { s.op.Unlock(); s.p.notify(s.id) }()
+	if !v.Allows(s.state) {
+		return s.busy(v)
+	}
+	if err := s.m.Pause(ctx); err != nil {
+		return Errorf(Errno(err), "%s: %s", v.Name, errText(err))
+	}
+	if _, err := s.pauseToDisk(ctx, v.Name); err != nil {
+		// The machine is there, paused: running again, nothing changed.
+		rerr := s.m.Resume(s.p.ctx)
+		if rerr == nil {
+			return err
+		}
+		err = Errorf(Errno(err), "%s (resume: %s; sandbox left paused in memory)", errText(err), errText(rerr))
+		if perr := s.persist(v.Name, StatePaused, nil); perr != nil {
+			s.p.log.Error("sandbox paused but its record is stale", "sandbox", s.id, "err", perr)
+		}
+		s.setState(StatePaused, nil)
+		return err
+	}
+	err := s.persist(v.Name, StatePaused, nil)
+	s.setState(StatePaused, nil) // the machine did change state
+	return err
 }
 
+// resume runs a paused s again: its vCPUs, or a restore of its image
+// when it was paused to disk.
 func (s *Sandbox) resume(ctx context.Context, c Command, v *Verb) error {
+	s.op.Lock()
+	onDisk := s.state == StatePaused && s.onDisk()
+	if onDisk {
+		defer func() { s.op.Unlock(); s.p.notify(s.id) }()
+		return s.resumeFromDisk(ctx, v.Name)
+	}
+	s.op.Unlock()
 	return s.pauseResume(ctx, v, StateRunning, Machine.Resume)
 }
 
@@ -290,6 +324,10 @@ func (s *Sandbox) kill(ctx context.Context, v *Verb) error {
 // and asks the machine to stop; the watcher records the death. why is
 // the err text for the death ("" for an ordinary kill). op held.
 func (s *Sandbox) stopLocked(ctx context.Context, verb, why string) error {
+	if s.state == StatePaused && s.onDisk() { // no machine to stop
+		s.die(why, nil)
+		return nil
+	}
 	if s.state != StateStopping {
 		if err := s.persist(verb, StateStopping, nil); err != nil {
 			return err

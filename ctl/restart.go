@@ -33,11 +33,23 @@ func (s *Sandbox) restore() {
 		p.reap(s.id) // dead: whatever still runs there (a kill cut short)
 		return
 	}
+	if s.state == StatePaused && s.onDisk() {
+		// Paused to disk: no machine to find. One that the daemon had
+		// not yet ended when it died (its image was durable) is ended.
+		p.reap(s.id)
+		s.mu.Lock()
+		s.armLocked()
+		s.mu.Unlock()
+		return
+	}
 	m, why, err := s.reattach()
 	if err != nil {
 		s.restartDead(why, err)
 		return
 	}
+	s.mu.Lock()
+	s.disk = "" // a resume from disk that had started its machine
+	s.mu.Unlock()
 	s.attach(m)
 	if s.state == StateStopping {
 		if err := m.Stop(p.ctx); err != nil {
@@ -73,7 +85,7 @@ func (s *Sandbox) reattach() (m Machine, why string, err error) {
 	if !ok || p.rt == nil {
 		return nil, "daemon restarted", Errorf(syscall.ENOTSUP, "runtime cannot re-attach")
 	}
-	spec := Spec{ID: s.id, Config: s.cfg.Defaults(), Dir: p.st.runDir(s.id), UID: s.uid}
+	spec := Spec{ID: s.id, Config: s.cfg.Defaults(), Dir: p.st.runDir(s.id), UID: s.uid, Last: s.lastSnap}
 	m, err = ra.Reattach(p.ctx, spec)
 	if err == nil && m == nil {
 		err = Errorf(syscall.EIO, "runtime returned no machine")

@@ -33,6 +33,10 @@ type Spec struct {
 	// for its whole life, from the runtime's IDs (IDRanger); 0 when the
 	// runtime has none.
 	UID int
+	// Last is, for Reattach, the snapshot the machine last took or was
+	// restored from as the sandbox's record says ("" unknown): its next
+	// snapshot may be a delta over it.
+	Last string
 }
 
 // Runtime starts machines. The VMM implements it (ctl/vmm.go); unit tests

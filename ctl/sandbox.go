@@ -47,6 +47,9 @@ type Sandbox struct {
 	// lastSnap is the snapshot its machine last took or was restored
 	// from: the parent of its next snapshot, if still listed. op only.
 	lastSnap string
+	// disk is the image of a sandbox paused to disk (DiskPauser), whose
+	// m is then nil; "" otherwise. Changed with op and mu held.
+	disk string
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner cred.Owner) *Sandbox {
@@ -261,7 +264,8 @@ func (s *Sandbox) recordLocked(st State) record {
 	defer s.mu.Unlock()
 	c := s.cfg.Defaults()
 	return record{ID: s.id, Owner: s.owner, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
-		World: c.World, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err, UID: s.uid}
+		World: c.World, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err, UID: s.uid,
+		Disk: s.disk, LastSnap: s.lastSnap}
 }
 
 // persist writes the record of s as it will be in state st. op held.

@@ -195,6 +195,9 @@ func (s *Sandbox) snapshot(ctx context.Context, c Command, v *Verb) (string, err
 // or paused, and returns its name. op held.
 func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string, error) {
 	p := s.p
+	if s.onDisk() {
+		return "", Errorf(syscall.EBUSY, "%s: sandbox %s is paused to disk; resume it first", verb, msg.Cite(s.id))
+	}
 	sm, ok := s.m.(Snapshotter)
 	if !ok {
 		return "", Errorf(syscall.ENOTSUP, "%s: the machine of sandbox %s cannot take snapshots", verb, msg.Cite(s.id))
@@ -249,6 +252,11 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 	}
 	si = info
 	s.lastSnap = id
+	// Recorded, so that after a daemon restart its next snapshot is a
+	// delta over this one (Spec.Last).
+	if err := s.persist(verb, s.state, nil); err != nil {
+		p.log.Warn("snapshot taken but the sandbox's record still names the one before", "sandbox", s.id, "err", err)
+	}
 	p.log.Info("snapshot taken", "sandbox", s.id, "snapshot", id, "parent", st.Parent, "data", st.DataBytes, "disk", st.DiskBytes,
 		"machine", took.Round(time.Millisecond), "after", time.Since(created).Round(time.Millisecond))
 	return id, nil
@@ -279,17 +287,19 @@ func (s *Sandbox) rollback(ctx context.Context, c Command, v *Verb) error {
 	if ref.Owner.UID != s.owner.UID {
 		return Errorf(syscall.EPERM, "%s: snapshot %s belongs to uid %d", v.Name, msg.Cite(ref.ID), ref.Owner.UID)
 	}
-	old := s.m
+	old := s.m // nil: paused to disk, its image goes with the work directory
 	s.mu.Lock()
 	if s.link != nil { // it reaches the old guest
 		s.link.Close()
 		s.link = nil
 	}
 	s.mu.Unlock()
-	if err := old.Stop(ctx); err != nil {
-		return Errorf(syscall.EIO, "%s: stopping %s: %s", v.Name, msg.Cite(s.id), errText(err))
+	if old != nil {
+		if err := old.Stop(ctx); err != nil {
+			return Errorf(syscall.EIO, "%s: stopping %s: %s", v.Name, msg.Cite(s.id), errText(err))
+		}
+		<-old.Done() // its watcher sees s.m replaced and leaves
 	}
-	<-old.Done() // its watcher sees s.m replaced and leaves
 	spec := Spec{ID: s.id, Config: s.cfg, Dir: p.st.runDir(s.id), UID: s.uid}
 	m, err := rs.Restore(p.ctx, spec, ref)
 	if err == nil && m == nil {
@@ -300,6 +310,9 @@ func (s *Sandbox) rollback(ctx context.Context, c Command, v *Verb) error {
 		s.die(why, err)
 		return Errorf(Errno(err), "%s: sandbox %s failed to restore %s: %s", v.Name, msg.Cite(s.id), msg.Cite(ref.ID), errText(err))
 	}
+	s.mu.Lock()
+	s.disk = ""
+	s.mu.Unlock()
 	s.attach(m)
 	s.lastSnap = ref.ID
 	err = s.persist(v.Name, StateRunning, nil)

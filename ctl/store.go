@@ -55,6 +55,12 @@ type record struct {
 	// UID is the host uid/gid the sandbox's machine runs as (Spec.UID),
 	// held until rm: files in its run directory belong to it.
 	UID int `json:"uid,omitempty"`
+	// Disk is the image of a sandbox paused to disk (DiskPauser), or
+	// resuming from it (state running); "" otherwise.
+	Disk string `json:"disk_pause,omitempty"`
+	// LastSnap is the snapshot its machine last took or was restored
+	// from (the parent of its next snapshot: after a daemon restart too).
+	LastSnap string `json:"last_snap,omitempty"`
 }
 
 func (r *record) config() Config {
@@ -72,6 +78,10 @@ func (r *record) validate(file string) error {
 		return fmt.Errorf("invalid state %q", r.State)
 	case r.Template != "" && !ValidName(r.Template), r.World != "" && !ValidName(r.World):
 		return fmt.Errorf("invalid template or world name")
+	case len(r.Disk) > maxImageLen || strings.ContainsAny(r.Disk, "\n\x00") || (r.Disk != "" && r.State != StatePaused && r.State != StateRunning):
+		return fmt.Errorf("invalid disk pause image")
+	case r.LastSnap != "" && !ValidName(r.LastSnap) && !validBase(r.LastSnap):
+		return fmt.Errorf("invalid last snapshot name")
 	case r.CPUs < 0 || r.CPUs > MaxCPUs || r.MemBytes > MaxMem || r.Timeout < 0 || r.UID < 0:
 		return fmt.Errorf("settings out of range")
 	}

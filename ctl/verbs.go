@@ -232,9 +232,14 @@ interrupted (creation goes on); EIO the runtime failed. (Without a VMM runtime, 
 		Usage: "pause",
 		Min:   0, Max: 0,
 		Needs: []State{StateRunning},
-		Doc: `Stops the sandbox's vCPUs, keeping its state.
+		Doc: `Stops the sandbox's vCPUs, keeping its state. Where the machine
+and runtime can (the VMM runtime; not with a world), the sandbox is then
+written to disk (a delta of the memory dirtied since its last snapshot
+or restore, its disk layer made durable) and its machine ends: a paused
+sandbox holds disk, not RAM.
 Required state: running.
-Errors: EBUSY not running; EIO the runtime failed (state unchanged).`,
+Errors: EBUSY not running; EIO (or the write's errno, e.g. ENOSPC) the
+runtime failed (state unchanged).`,
 		Run: handler{sandbox: (*Sandbox).pause},
 	},
 	{
@@ -242,9 +247,13 @@ Errors: EBUSY not running; EIO the runtime failed (state unchanged).`,
 		Usage: "resume",
 		Min:   0, Max: 0,
 		Needs: []State{StatePaused},
-		Doc: `Restarts a paused sandbox.
+		Doc: `Restarts a paused sandbox; one paused to disk is restored from
+its image (MAP_PRIVATE, lazily) with the wall clock and fresh entropy.
 Required state: paused.
-Errors: EBUSY not paused; EIO the runtime failed (state unchanged).`,
+Errors: EBUSY not paused; ESTALE its template's image changed since
+(still paused); EIO the runtime failed (state unchanged, except a
+restore from disk that failed once started: the sandbox is dead, err
+says why).`,
 		Run: handler{sandbox: (*Sandbox).resume},
 	},
 	{

@@ -322,6 +322,10 @@ type vmmMachine struct {
 	uid        int
 	last       string
 	base       string // the template snapshot it was restored from (its entry's _<key>), "" none
+	// lastUnsure: last comes from a record that may lag behind the VMM
+	// (an adopted machine); a delta over it that the VMM refuses is
+	// taken again full.
+	lastUnsure bool
 }
 
 var (

@@ -8,10 +8,13 @@ package ctl
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"sandfs/snapshot"
 	"sandfs/vmm/vmmproc"
 )
 
@@ -37,8 +40,8 @@ func vsockPath(dir string) string { return filepath.Join(dir, "vsock", "vsock.so
 // by pid, start time and boot id, whose control answers). The machine's
 // guest is reached as after Start (DialGuest on the same vsock socket);
 // its end is seen through a pidfd, with no exit status (Err says so); its
-// first snapshot is written full (which snapshot it took last is not
-// known, so no delta is taken over a wrong parent). On
+// first snapshot is a delta over the one it last took or was restored
+// from (adoptLast: s.Last, or its template's snapshot). On
 // error no VMM is left running: one that exists but cannot be adopted is
 // stopped (killed after vmmproc.DefaultStopTimeout), and the error says
 // why, e.g. "vmm process gone: pid 812 has exited".
@@ -59,10 +62,31 @@ func (r *VMMRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
 		boot = "restore"
 	}
 	r.Log.Info("vmm adopted", "id", s.ID, "pid", p.Pid(), "limits", string(p.Limits()))
-	// The machine's last snapshot is not known (last, base): its next
-	// snapshot is written full, never a delta over the wrong parent.
-	return &vmmMachine{p: p, uds: vsockPath(s.Dir), console: filepath.Join(s.Dir, "console"), limits: string(p.Limits()), boot: boot,
-		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: cfg.Labels[labelImage]}, nil
+	m := &vmmMachine{p: p, uds: vsockPath(s.Dir), console: filepath.Join(s.Dir, "console"), limits: string(p.Limits()), boot: boot,
+		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: cfg.Labels[labelImage]}
+	r.adoptLast(m, s.Last, cfg.Restore)
+	return m, nil
+}
+
+// adoptLast gives an adopted machine the snapshot it last took or was
+// restored from, so that its next snapshot can be a delta: last from the
+// sandbox's record, else the template snapshot it was restored from
+// (restored: its config's Restore) when the cache still has that entry.
+// The record may lag behind the VMM (a daemon killed after the VMM wrote
+// a snapshot, before the record): the machine is marked unsure, and a
+// delta the VMM refuses is taken again full (vmmMachine.Snapshot).
+func (r *VMMRuntime) adoptLast(m *vmmMachine, last, restored string) {
+	from := filepath.Base(restored)
+	if r.CacheDir != "" && restored != "" && strings.HasPrefix(from, snapBaseMark) && from != snapBaseMark {
+		entry := filepath.Join(r.CacheDir, from[len(snapBaseMark):], from)
+		if fi, err := os.Stat(filepath.Join(entry, snapshot.MetaFile)); err == nil && fi.Mode().IsRegular() {
+			m.base = entry
+			if last == "" {
+				last = from
+			}
+		}
+	}
+	m.last, m.lastUnsure = last, last != ""
 }
 
 // Reap implements Reaper: the VMM still running in dir, if any, is

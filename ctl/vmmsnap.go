@@ -57,10 +57,12 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	if err := removeBeneath(m.work, filepath.Join(workSnaps, id)); err != nil {
 		return SnapshotStats{}, Errorf(syscall.EIO, "removing what an earlier snapshot %s left: %v", msg.Cite(id), err)
 	}
-	if err := m.p.Snapshot(ctx, filepath.Join(store, id), over); err != nil {
+	if err := m.takeMem(ctx, filepath.Join(store, id), &over); err != nil {
 		return SnapshotStats{}, err
 	}
-	m.last = id // the machine's chain now ends here, listed or not
+	if over == "" {
+		base = ""
+	}
 	layer := filepath.Join(workDisks, id)
 	if err := m.p.CloneDisk(ctx, 0, filepath.Join(m.work, layer)); err != nil {
 		return SnapshotStats{}, err
@@ -96,6 +98,23 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	}
 	return SnapshotStats{Parent: s.Parent, Base: base, DataBytes: s.Pages() * snapshot.PageSize, DiskBytes: uint64(st.Blocks) * 512,
 		Boot: m.host + " image=" + m.image}, nil
+}
+
+// takeMem has the VMM write its memory snapshot at dir, a delta over
+// *over when set. An adopted machine's recorded last snapshot may not be
+// the VMM's (lastUnsure): a delta it refuses (EINVAL) is taken full, and
+// *over becomes "". On success the machine's chain ends at dir.
+func (m *vmmMachine) takeMem(ctx context.Context, dir string, over *string) error {
+	err := m.p.Snapshot(ctx, dir, *over)
+	if err != nil && *over != "" && m.lastUnsure && Errno(err) == syscall.EINVAL {
+		*over = ""
+		err = m.p.Snapshot(ctx, dir, "")
+	}
+	if err != nil {
+		return err
+	}
+	m.last, m.lastUnsure = filepath.Base(dir), false // listed or not
+	return nil
 }
 
 // importFile links rel, a file the VMM of uid wrote under its work

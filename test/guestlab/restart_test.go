@@ -14,12 +14,14 @@ import (
 // TestDaemonRestart: sandboxes outlive their daemon. Three sandboxes: r
 // (running) and p (paused) each hold a file and a background process in
 // the guest; the daemon is killed with SIGKILL; meanwhile k's VMM is
-// killed too. The restarted daemon shows r running and p paused with the
-// same status lines (same VMM pids), and both guests still have their
-// file and process (p after resume); k is dead with the reason in err.
-// r is snapshotted and rolled back. Then r is paused, the daemon stopped
-// with SIGTERM and started again, and r resumes with its file and
-// process; its snapshot is still listed.
+// killed too. p is paused to disk: its VMM has ended (pid=0). The
+// restarted daemon shows r running and p paused with the same status
+// lines (same VMM pid for r), and both guests still have their file and
+// process (p after resume, restored from its image); k is dead with the
+// reason in err. r is snapshotted (a delta over its template's snapshot:
+// the adopted machine's restore is known) and rolled back. Then r is
+// paused, the daemon stopped with SIGTERM and started again, and r
+// resumes with its file and process; its snapshot is still listed.
 func TestDaemonRestart(t *testing.T) {
 	need(t)
 	start := time.Now()
@@ -35,23 +37,25 @@ func TestDaemonRestart(t *testing.T) {
 		d.mustSh(t, "echo '"+mark+"' > sandboxes/"+id+"/exec; cat sandboxes/"+id+"/exec")
 		d.checkGuest(t, id)
 	}
+	pVMM := statusPid(t, d.mustSh(t, "cat sandboxes/p/status"))
 	d.mustSh(t, "echo pause > sandboxes/p/ctl")
 	before := map[string]string{}
 	for _, id := range []string{"r", "p", "k"} {
 		before[id] = d.mustSh(t, "cat sandboxes/"+id+"/status")
 	}
+	if !strings.HasPrefix(before["p"], "p paused ") || !strings.Contains(before["p"], " pid=0 ") || running(pVMM) {
+		t.Fatalf("p after pause: status %q, its VMM pid %d running %v; want paused to disk (pid=0, VMM ended)", before["p"], pVMM, running(pVMM))
+	}
 
 	d.stop(syscall.SIGKILL)
 	t.Log("daemon killed (SIGKILL)")
-	for _, id := range []string{"r", "p"} {
-		if pid := statusPid(t, before[id]); !running(pid) {
-			t.Fatalf("%s: VMM pid %d did not outlive the daemon", id, pid)
-		}
+	if pid := statusPid(t, before["r"]); !running(pid) {
+		t.Fatalf("r: VMM pid %d did not outlive the daemon", pid)
 	}
 	killWait(t, statusPid(t, before["k"]))
 	start = time.Now()
 	d.serve(t)
-	t.Logf("daemon restarted: serving its mount %v after its start (2 sandboxes adopted, 1 reaped)", time.Since(start).Round(time.Millisecond))
+	t.Logf("daemon restarted: serving its mount %v after its start (1 sandbox adopted, 1 on disk, 1 reaped)", time.Since(start).Round(time.Millisecond))
 
 	for _, id := range []string{"r", "p"} {
 		if got := d.mustSh(t, "cat sandboxes/"+id+"/status"); got != before[id] {
@@ -59,8 +63,9 @@ func TestDaemonRestart(t *testing.T) {
 		}
 	}
 	d.checkGuest(t, "r")
-	// An adopted machine snapshots (full: its last snapshot is not
-	// known) and rolls back (a new VMM, which the next restart adopts).
+	// An adopted machine snapshots (a delta over the template snapshot
+	// it was restored from) and rolls back (a new VMM, which the next
+	// restart adopts).
 	d.mustSh(t, "echo snapshot s1 > sandboxes/r/ctl; echo rollback s1 > sandboxes/r/ctl")
 	d.checkGuest(t, "r")
 	d.mustSh(t, "echo resume > sandboxes/p/ctl")
@@ -83,8 +88,8 @@ func TestDaemonRestart(t *testing.T) {
 	}
 	d.mustSh(t, "echo resume > sandboxes/r/ctl")
 	d.checkGuest(t, "r")
-	if info := d.mustSh(t, "cat snapshots/s1/info"); !strings.HasPrefix(info, "s1 sandbox=r ") || !strings.Contains(info, " kind=full") {
-		t.Errorf("snapshot s1 after the restarts: info %q; want r's, full", info)
+	if info := d.mustSh(t, "cat snapshots/s1/info"); !strings.HasPrefix(info, "s1 sandbox=r ") || !strings.Contains(info, " kind=delta") {
+		t.Errorf("snapshot s1 after the restarts: info %q; want r's, a delta", info)
 	}
 }
 

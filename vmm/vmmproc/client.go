@@ -160,6 +160,15 @@ func (p *Process) CloneDisk(ctx context.Context, n int, dst string) error {
 	return p.request(ctx, fmt.Sprintf("clonedisk %d %s", n, msg.Quote(dst)))
 }
 
+// SyncDisks makes a paused machine's copy-on-write disk layers durable as
+// they are (their overlays fsynced, their maps written): with a snapshot
+// taken in the same pause, the process may then be killed (Kill) instead
+// of stopped, and a restore of that snapshot over those layers goes on
+// where it paused (a pause to disk).
+func (p *Process) SyncDisks(ctx context.Context) error {
+	return p.request(ctx, "syncdisks")
+}
+
 // Status reads the status file, e.g. "running cpus=2 mem=268435456 pid=1
 // tracking=soft-dirty" (statusFile).
 func (p *Process) Status(ctx context.Context) (string, error) {

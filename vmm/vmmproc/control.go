@@ -58,6 +58,9 @@ type machine interface {
 	// CloneDisk copies disk n's private copy-on-write state to dst
 	// (blk.COW.Clone); paused only.
 	CloneDisk(n int, dst string) error
+	// SyncDisks makes every copy-on-write layer durable as it is
+	// (blk.COW.Sync: the overlay fsynced, its map written); paused only.
+	SyncDisks() error
 }
 
 var _ machine = diskMachine{}
@@ -79,6 +82,22 @@ func (m diskMachine) CloneDisk(n int, dst string) error {
 		return msg.Errorf(unix.EINVAL, "clonedisk: disk %d is not a copy-on-write disk", n)
 	}
 	return m.disks[n].Clone(dst)
+}
+
+// SyncDisks implements machine.SyncDisks.
+func (m diskMachine) SyncDisks() error {
+	if !m.Paused() {
+		return fmt.Errorf("syncdisks: %w", vmm.ErrNotPaused)
+	}
+	for i, d := range m.disks {
+		if d == nil {
+			continue
+		}
+		if err := d.Sync(); err != nil {
+			return fmt.Errorf("syncdisks: disk %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 func newControl(m machine, cfg *Config, log *slog.Logger) *control {
@@ -125,6 +144,8 @@ var controlVerbs = msg.Table[controlVerb, msg.Stateless]{
 		Doc: "paused only (EBUSY otherwise): write the snapshot <dir> (which must not exist; its directory is created), atomically: full, or with <parent> (a sibling of <dir>: the machine's last snapshot or the one it was restored from) a delta of the pages dirtied since; written full when the chain is due for compaction."},
 	{Name: "clonedisk", Usage: "clonedisk <n> <dst>", Min: 2, Max: 2, Run: (*control).cloneDisk,
 		Doc: "paused only (EBUSY otherwise): copy disk n's copy-on-write layer (Config.Disks[n].Overlay) to <dst> and <dst>.map, as the disk is now (a reflink where the file system has one, else the written chunks); <dst>'s directory is created; the machine goes on with its own layer."},
+	{Name: "syncdisks", Usage: "syncdisks", Run: (*control).syncDisks,
+		Doc: "paused only (EBUSY otherwise): fsync every disk's copy-on-write layer and write its map, so that the layers on disk match a snapshot taken in the same pause (a pause to disk: the process is then killed, not stopped)."},
 	{Name: "stop", Usage: "stop", Run: (*control).stop,
 		Doc: "stop the machine; the process then exits with status 0."},
 }
@@ -156,9 +177,10 @@ func (c *control) message(m []byte) error {
 	return err
 }
 
-func (c *control) pause([]string) error  { return c.m.Pause() }
-func (c *control) resume([]string) error { return c.m.Resume() }
-func (c *control) save(a []string) error { return c.m.SaveDir(a[0]) }
+func (c *control) pause([]string) error     { return c.m.Pause() }
+func (c *control) resume([]string) error    { return c.m.Resume() }
+func (c *control) save(a []string) error    { return c.m.SaveDir(a[0]) }
+func (c *control) syncDisks([]string) error { return c.m.SyncDisks() }
 
 // snapshot creates dir's store (as the VMM's own uid: in the jail, only
 // inside Jail.Work) and writes the snapshot (vmm.Machine.Snapshot).

@@ -175,7 +175,10 @@ func TestControlOver9P(t *testing.T) {
 	if err := p.CloneDisk(ctx, 0, layer); msg.Errno(err) != syscall.EBUSY || len(m.clones) != 1 || m.clones[0] != "0 "+layer {
 		t.Errorf("CloneDisk(0) = %v, calls %q; want EBUSY, [%q]", err, m.clones, "0 "+layer)
 	}
-	for _, bad := range []string{"clonedisk 1 /x", "clonedisk -1 /x", "clonedisk 0 rel", "clonedisk 0 /a/../b"} {
+	if err := p.SyncDisks(ctx); msg.Errno(err) != syscall.EBUSY || m.syncs != 1 {
+		t.Errorf("SyncDisks() = %v, %d calls; want EBUSY, 1", err, m.syncs)
+	}
+	for _, bad := range []string{"syncdisks now", "clonedisk 1 /x", "clonedisk -1 /x", "clonedisk 0 rel", "clonedisk 0 /a/../b"} {
 		if err := p.request(ctx, bad); msg.Errno(err) != syscall.EINVAL {
 			t.Errorf("request(%q) = %v; want EINVAL", bad, err)
 		}
@@ -205,6 +208,7 @@ type fakeMachine struct {
 	stopped atomic.Bool
 	snaps   []string // Snapshot's arguments, "dir parent"
 	clones  []string // CloneDisk's arguments, "n dst"
+	syncs   int      // SyncDisks calls
 }
 
 func (f *fakeMachine) Pause() error  { return msg.Errorf(syscall.EBUSY, "pause: not started") }
@@ -225,6 +229,11 @@ func (f *fakeMachine) MemBytes() uint64              { return f.mem }
 func (f *fakeMachine) CloneDisk(n int, dst string) error {
 	f.clones = append(f.clones, fmt.Sprint(n, " ", dst))
 	return fmt.Errorf("clonedisk: %w", vmm.ErrNotPaused)
+}
+
+func (f *fakeMachine) SyncDisks() error {
+	f.syncs++
+	return fmt.Errorf("syncdisks: %w", vmm.ErrNotPaused)
 }
 
 // BenchmarkControl measures one control request of the daemon's client
