@@ -84,6 +84,9 @@ func (s *Sandbox) launch(v *Verb) (uint64, error) {
 	if err := p.giveUID(s, verb); err != nil {
 		return 0, err
 	}
+	if err := s.forkWorld(verb); err != nil {
+		return 0, err
+	}
 	spec := Spec{ID: s.id, Config: s.cfg, Dir: p.st.runDir(s.id), UID: s.uid}
 	if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
 		return 0, Errorf(syscall.EIO, "%s: %v", verb, err)
@@ -275,6 +278,9 @@ func (s *Sandbox) pauseResume(ctx context.Context, v *Verb, to State, call func(
 	}
 	err := s.persist(v.Name, to, nil)
 	s.setState(to, nil) // the machine did change state
+	if to == StateRunning {
+		s.resumedWorld(ctx)
+	}
 	return err
 }
 

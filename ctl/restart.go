@@ -72,6 +72,7 @@ func (s *Sandbox) restore() {
 		}
 		return
 	}
+	s.worldLost()
 	s.mu.Lock()
 	s.armLocked()
 	s.mu.Unlock()

@@ -221,6 +221,9 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 	}
 	created := time.Now().Round(0)
 	st, err := sm.Snapshot(p.ctx, dir, parent)
+	if err == nil {
+		err = s.snapshotWorld(dir)
+	}
 	took := time.Since(created)
 	if running {
 		if rerr := s.m.Resume(p.ctx); rerr != nil {
@@ -300,6 +303,10 @@ func (s *Sandbox) rollback(ctx context.Context, c Command, v *Verb) error {
 		}
 		<-old.Done() // its watcher sees s.m replaced and leaves
 	}
+	if err := s.rollbackWorld(ref); err != nil {
+		s.die("rollback: "+errText(err), err)
+		return msg.Prefix(v.Name, err)
+	}
 	spec := Spec{ID: s.id, Config: s.cfg, Dir: p.st.runDir(s.id), UID: s.uid}
 	m, err := rs.Restore(p.ctx, spec, ref)
 	if err == nil && m == nil {
@@ -320,6 +327,9 @@ func (s *Sandbox) rollback(ctx context.Context, c Command, v *Verb) error {
 		s.setState(StateRunning, nil)
 	} else {
 		s.touch()
+	}
+	if werr := s.attachWorld(ctx, m); werr != nil && err == nil {
+		err = Errorf(Errno(werr), "%s: sandbox %s runs, without its /workspace: %s", v.Name, msg.Cite(s.id), errText(werr))
 	}
 	return err
 }

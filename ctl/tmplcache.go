@@ -177,13 +177,15 @@ func (c *tmplCache) write(ctx context.Context, final string, build func(ctx cont
 	return err
 }
 
-// syncTree fsyncs every file and directory under dir.
+// syncTree fsyncs every regular file and directory under dir (a named
+// pipe, device or socket there, as a world's upper in a snapshot may
+// hold, is not opened: an open of a pipe would wait for a writer).
 func syncTree(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type()&os.ModeSymlink != 0 {
+		if !d.IsDir() && !d.Type().IsRegular() {
 			return nil
 		}
 		return syncDir(p)

@@ -31,6 +31,9 @@ type GuestListener interface {
 // that takes no guest connections (the unit tests' fakes), or a plane
 // without world data (no WorldOpener), gets no /workspace.
 func (s *Sandbox) attachWorld(ctx context.Context, m Machine) error {
+	s.p.wr.mu.Lock()
+	delete(s.p.wr.lost, s)
+	s.p.wr.mu.Unlock()
 	name := s.Config().World
 	gl, ok := m.(GuestListener)
 	if name == "" || !ok {

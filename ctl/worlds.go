@@ -33,6 +33,11 @@ type WorldBackend interface {
 	Rebase() (int, error)
 	// Status is the end of the world's status line: more key=value fields.
 	Status() string
+	// Save writes a copy of the changes into dir (which must not exist)
+	// as they are at one instant, and says how it copied (for the log).
+	Save(dir string) (string, error)
+	// Restore replaces the changes by those Save wrote into dir.
+	Restore(dir string) error
 	// ServeConn serves the world's union on c (9P2000.L) to a client
 	// taken for who, until c or ctx ends: a guest's /workspace.
 	ServeConn(ctx context.Context, c net.Conn, who cred.Cred)
@@ -50,7 +55,8 @@ type worldReg struct {
 	mu     sync.Mutex // a leaf; protects the following fields
 	open   WorldOpener
 	worlds map[string]*worldEntry
-	bad    map[string]bool // names of corrupt records: never reused
+	bad    map[string]bool   // names of corrupt records: never reused
+	lost   map[*Sandbox]bool // re-attached sandboxes whose /workspace is to mount again (worldLost)
 }
 
 // worldEntry is one world: its record and, once used, its data.
@@ -88,11 +94,13 @@ func (p *Plane) closeWorlds() {
 }
 
 // SetWorldOpener sets how the worlds' data is opened. Call it before
-// serving the tree.
+// serving the tree. The running sandboxes re-attached at Open then get
+// their /workspace mounted again.
 func (p *Plane) SetWorldOpener(o WorldOpener) {
 	p.wr.mu.Lock()
 	p.wr.open = o
 	p.wr.mu.Unlock()
+	p.reattachLost()
 }
 
 // Worlds returns every world, sorted by name.
@@ -176,23 +184,34 @@ func (p *Plane) ctlWorld(ctx context.Context, c Command, v *Verb) (string, error
 		return "", Errorf(syscall.EPERM, "%s: mode=unsafe-rw writes into the lower as the daemon: root only (%s may only read %s)", v.Name, who, msg.Cite(lower))
 	}
 	wi := WorldInfo{Name: c.World, Owner: who.Owner(), Lower: lower, Mode: mode, Created: time.Now().UTC()}
+	if _, err := p.addWorld(v.Name, wi); err != nil {
+		return "", err
+	}
+	return wi.Name + "\n", nil
+}
+
+// addWorld records world wi and opens its data, which it returns (nil
+// if the plane has no WorldOpener).
+func (p *Plane) addWorld(verb string, wi WorldInfo) (WorldBackend, error) {
 	p.wr.mu.Lock()
 	defer p.wr.mu.Unlock()
 	if _, ok := p.wr.worlds[wi.Name]; ok || p.wr.bad[wi.Name] {
-		return "", Errorf(syscall.EEXIST, "%s: world %s exists", v.Name, msg.Cite(wi.Name))
+		return nil, Errorf(syscall.EEXIST, "%s: world %s exists", verb, msg.Cite(wi.Name))
 	}
 	if err := p.st.worldCreate(wi); err != nil {
-		return "", Errorf(syscall.EIO, "%s: %v", v.Name, err)
+		return nil, Errorf(syscall.EIO, "%s: %v", verb, err)
 	}
 	e := &worldEntry{info: wi}
+	var b WorldBackend
 	if p.wr.open != nil {
-		if _, err := p.backendLocked(e); err != nil {
+		var err error
+		if b, err = p.backendLocked(e); err != nil {
 			p.st.worldRemove(wi.Name)
-			return "", err
+			return nil, err
 		}
 	}
 	p.wr.worlds[wi.Name] = e
-	return wi.Name + "\n", nil
+	return b, nil
 }
 
 // checkLower resolves the lower path (absolute, its symbolic links
@@ -400,19 +419,24 @@ func (p *Plane) worldRm(_ context.Context, c Command, v *Verb) (string, error) {
 			return "", Errorf(syscall.EBUSY, "%s: world %s is attached to sandbox %s (kill it first)", v.Name, msg.Cite(c.World), msg.Cite(s.ID()))
 		}
 	}
+	return "", p.removeWorld(v.Name, c.World)
+}
+
+// removeWorld closes world name's data and deletes its directory.
+func (p *Plane) removeWorld(verb, name string) error {
 	p.wr.mu.Lock()
 	defer p.wr.mu.Unlock()
-	e, ok := p.wr.worlds[c.World]
+	e, ok := p.wr.worlds[name]
 	if !ok {
-		return "", errNoWorld(v.Name, c.World)
+		return errNoWorld(verb, name)
 	}
 	if e.b != nil {
 		e.b.Close()
 		e.b = nil
 	}
-	delete(p.wr.worlds, c.World)
-	if err := p.st.worldRemove(c.World); err != nil {
-		return "", Errorf(syscall.EIO, "%s: %v", v.Name, err)
+	delete(p.wr.worlds, name)
+	if err := p.st.worldRemove(name); err != nil {
+		return Errorf(syscall.EIO, "%s: %v", verb, err)
 	}
-	return "", nil
+	return nil
 }

@@ -18,6 +18,20 @@ type fakeWorld struct {
 	lower, dir, mode string
 	calls            []string
 	closed           bool
+	state            string // what Save keeps and Restore brings back
+}
+
+func (f *fakeWorld) Save(dir string) (string, error) {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", err
+	}
+	return "copied", os.WriteFile(filepath.Join(dir, "state"), []byte(f.state), 0o600)
+}
+
+func (f *fakeWorld) Restore(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "state"))
+	f.state = string(b)
+	return err
 }
 
 func (f *fakeWorld) Diff() (string, error) { return "added x\n", nil }

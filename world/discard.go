@@ -36,6 +36,18 @@ func (w *World) discard() error {
 	if err := w.makeUpper(work, scratch); err != nil {
 		return err
 	}
+	if err := w.swapUpper(); err != nil {
+		return err
+	}
+	if err := w.meta.reset(); err != nil {
+		return err
+	}
+	return removeAll(w.work, scratch)
+}
+
+// swapUpper exchanges work/discard with the upper in one rename and
+// opens the new upper (the old one is then work/discard). layers held.
+func (w *World) swapUpper() error {
 	err := unix.Renameat2(w.work, scratch, unix.AT_FDCWD, w.Upper(), unix.RENAME_EXCHANGE)
 	if err != nil {
 		return err
@@ -47,17 +59,11 @@ func (w *World) discard() error {
 	unix.Close(w.upper)
 	w.upper = fd
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.view != nil {
-		err = w.view.setUpper(fd)
+		return w.view.setUpper(fd)
 	}
-	w.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := w.meta.reset(); err != nil {
-		return err
-	}
-	return removeAll(w.work, scratch)
+	return nil
 }
 
 // Rebase takes the lower's current state as the base where the world's

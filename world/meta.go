@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -47,6 +48,21 @@ type meta struct {
 // openMeta reads the origins file at path and rewrites it with the
 // bases of the paths keep reports (others are stale).
 func openMeta(path string, keep func(string) bool) (*meta, error) {
+	m, err := loadMeta(path)
+	if err != nil {
+		return nil, err
+	}
+	for p := range m.base {
+		if !keep(p) {
+			delete(m.base, p)
+		}
+	}
+	return m, m.rewrite()
+}
+
+// loadMeta reads the origins file at path (none: empty origins); the
+// result is not open for appending.
+func loadMeta(path string) (*meta, error) {
 	m := &meta{path: path, base: map[string]ident{}, inos: map[uint64]uint64{}}
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -67,12 +83,7 @@ func openMeta(path string, keep func(string) bool) (*meta, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	for p := range m.base {
-		if !keep(p) {
-			delete(m.base, p)
-		}
-	}
-	return m, m.rewrite()
+	return m, nil
 }
 
 // replay applies one record.
@@ -134,15 +145,8 @@ func baseRecord(p string, id ident) string {
 
 // rewrite writes the whole state to a new file and renames it into place.
 func (m *meta) rewrite() error {
-	var b bytes.Buffer
-	for p, id := range m.base {
-		b.WriteString(baseRecord(p, id))
-	}
-	for u, l := range m.inos {
-		fmt.Fprintf(&b, "i %d %d\n", u, l)
-	}
 	tmp := m.path + ".new"
-	if err := writeSync(tmp, b.Bytes()); err != nil {
+	if err := writeSync(tmp, encodeMeta(m.base, m.inos)); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, m.path); err != nil {
@@ -154,6 +158,18 @@ func (m *meta) rewrite() error {
 	var err error
 	m.f, err = os.OpenFile(m.path, os.O_WRONLY|os.O_APPEND, 0)
 	return err
+}
+
+// encodeMeta is the origins file of base and inos.
+func encodeMeta(base map[string]ident, inos map[uint64]uint64) []byte {
+	var b bytes.Buffer
+	for p, id := range base {
+		b.WriteString(baseRecord(p, id))
+	}
+	for u, l := range inos {
+		fmt.Fprintf(&b, "i %d %d\n", u, l)
+	}
+	return b.Bytes()
 }
 
 func writeSync(path string, b []byte) error {
@@ -252,6 +268,21 @@ func (m *meta) reset() error {
 	if m.path == "" {
 		return nil
 	}
+	return m.rewrite()
+}
+
+// state returns copies of the bases and the copied-up files' inodes.
+func (m *meta) state() (map[string]ident, map[uint64]uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.base), maps.Clone(m.inos)
+}
+
+// replace makes base and inos the whole state (Restore).
+func (m *meta) replace(base map[string]ident, inos map[uint64]uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.base, m.inos = base, inos
 	return m.rewrite()
 }
 

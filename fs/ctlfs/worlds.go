@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	iofs "io/fs"
 	"net"
 	"slices"
@@ -236,6 +237,16 @@ func (b *worldBackend) Discard() error { return b.w.Discard() }
 
 // Rebase implements ctl.WorldBackend.Rebase.
 func (b *worldBackend) Rebase() (int, error) { return b.w.Rebase() }
+
+// Save implements ctl.WorldBackend.Save: how many files were cloned
+// (copy-on-write) and copied, and their bytes.
+func (b *worldBackend) Save(dir string) (string, error) {
+	st, err := b.w.Save(dir)
+	return fmt.Sprintf("cloned=%d copied=%d bytes=%d", st.Cloned, st.Copied, st.Bytes), err
+}
+
+// Restore implements ctl.WorldBackend.Restore.
+func (b *worldBackend) Restore(dir string) error { return b.w.Restore(dir) }
 
 // Status implements ctl.WorldBackend.Status.
 func (b *worldBackend) Status() string {

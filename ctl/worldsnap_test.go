@@ -1,0 +1,80 @@
+package ctl
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestWorldSnapshots: a snapshot of a sandbox with a world keeps the
+// world's changes, rollback brings them back, and each clone gets a
+// world of its own holding a copy of them.
+func TestWorldSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := openPlane(t, dir, newFakeRuntime())
+	opened := map[string]*fakeWorld{}
+	p.SetWorldOpener(worldsOpener(opened))
+	lower := t.TempDir()
+	for _, d := range []string{filepath.Dir(lower), lower} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("world wa lower="+lower)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("new box world=wa")); err != nil {
+		t.Fatal(err)
+	}
+	s := lookup(t, p, "box")
+	wa := opened["wa"]
+	wa.state = "v1"
+	sdo(t, s, "snapshot s1")
+	if b, err := os.ReadFile(filepath.Join(dir, snapsName, "s1", worldSnapName, worldSnapData, "state")); err != nil || string(b) != "v1" {
+		t.Fatalf("the snapshot's world: %q, %v; want v1", b, err)
+	}
+	wa.state = "v2"
+	sdo(t, s, "rollback s1")
+	if wa.state != "v1" || s.State() != StateRunning {
+		t.Errorf("after rollback: world %q, %s; want v1, running", wa.state, s.State())
+	}
+
+	wa.state = "v3"
+	reply, err := s.CtlReply(as(t, alice), []byte("clone 2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range strings.Fields(reply) {
+		c := lookup(t, p, id)
+		name := c.Config().World
+		f := opened[name]
+		if name != "wa-"+id || f == nil || f.state != "v3" || f == wa {
+			t.Errorf("clone %s: world %q (%+v); want its own wa-%s holding v3", id, name, f, id)
+			continue
+		}
+		if wi, err := p.LookupWorld(name); err != nil || wi.Owner != alice.Owner() || wi.Lower != lower || wi.Mode != "overlay" {
+			t.Errorf("clone %s's world: %+v, %v", id, wi, err)
+		}
+	}
+	if wa.state != "v3" {
+		t.Errorf("the source's world after the clone: %q", wa.state)
+	}
+	if _, err := p.Ctl(as(t, bob), []byte("new other from=s1")); Errno(err) != syscall.EPERM {
+		t.Errorf("bob from alice's snapshot: %v", err)
+	}
+}
+
+func TestForkName(t *testing.T) {
+	long := strings.Repeat("w", 63)
+	for _, tc := range []struct{ w, id, want string }{
+		{"wa", "b1", "wa-b1"},
+		{long, "b1", long[:60] + "-b1"},
+		{"wa", long, long},
+	} {
+		if got := forkName(tc.w, tc.id); got != tc.want || !ValidName(got) {
+			t.Errorf("forkName(%q, %q) = %q; want %q", tc.w, tc.id, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package world
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// A saved world (a sandbox's snapshot keeps one, docs/worlds.md
+// "Snapshots and clones"):
+//
+//	<dir>/upper     a copy of the upper, whiteouts, hard links and owners kept
+//	<dir>/origins   the origins, the copied-up files named by the copy's inodes
+const (
+	savedUpper   = "upper"
+	savedOrigins = "origins"
+)
+
+// SaveStats is what Save wrote: how many regular files were cloned
+// (FICLONE: the copy shares the file system's blocks until either side
+// writes) or copied (the file system cannot clone), and their bytes.
+type SaveStats struct {
+	Cloned, Copied int
+	Bytes          int64
+}
+
+// Save writes a copy of the world's changes into dir, which must not
+// exist (its parent must): the upper and the origins, as they are at one
+// instant (the world's other operations wait while it runs). A world
+// without upper (UnsafeRW) has nothing to save (EINVAL).
+func (w *World) Save(dir string) (SaveStats, error) {
+	var st SaveStats
+	if err := w.noChanges("save"); err != nil {
+		return st, err
+	}
+	w.layers.Lock()
+	defer w.layers.Unlock()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return st, fmt.Errorf("save: %w", err)
+	}
+	dst, err := openDir(dir)
+	if err != nil {
+		return st, fmt.Errorf("save: %w", err)
+	}
+	defer unix.Close(dst)
+	tc := newTreeCopy(w.upper, dst)
+	if err := tc.copy("", savedUpper); err != nil {
+		return tc.stats, fmt.Errorf("save: %w", err)
+	}
+	base, inos := w.meta.state()
+	if err := writeSync(filepath.Join(dir, savedOrigins), encodeMeta(base, tc.mapInos(inos))); err != nil {
+		return tc.stats, fmt.Errorf("save: %w", err)
+	}
+	// One syncfs for every file of the copy: the snapshot that holds it
+	// is committed next.
+	return tc.stats, withAt(dst, "", unix.O_RDONLY|unix.O_DIRECTORY, unix.Syncfs)
+}
+
+// Restore replaces the world's changes by those Save wrote into dir:
+// the saved upper is copied into work/ (cloned where the file system
+// can), exchanged with the upper in one rename, as Discard does, and the
+// origins replaced. A kill before the exchange leaves the world as it
+// was; one between the exchange and the new origins leaves the saved
+// upper with the old origins of the paths it shadows too.
+func (w *World) Restore(dir string) error {
+	if err := w.noChanges("restore"); err != nil {
+		return err
+	}
+	m, err := loadMeta(filepath.Join(dir, savedOrigins))
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	src, err := openDir(dir)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer unix.Close(src)
+	w.layers.Lock()
+	defer w.layers.Unlock()
+	defer w.changed()
+	if err := removeAll(w.work, scratch); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	tc := newTreeCopy(src, w.work)
+	if err := tc.copy(savedUpper, scratch); err != nil {
+		removeAll(w.work, scratch)
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := w.swapUpper(); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := w.meta.replace(m.base, tc.mapInos(m.inos)); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	return removeAll(w.work, scratch)
+}
