@@ -83,12 +83,14 @@ func (s *Sandbox) pauseToDisk(ctx context.Context, verb string) (bool, error) {
 	m := s.m
 	s.mu.Lock()
 	s.m, s.disk = nil, img // its watcher sees s.m replaced and leaves
-	if s.link != nil {     // it reaches the old guest
-		s.link.Close()
-		s.link = nil
-	}
 	s.mu.Unlock()
+	// The guest link stays: the resumed guest is the same guest (its
+	// agent's processes and slots are in the image), and the tree's
+	// nodes under procs/ and fs/ hold it (a FUSE client keeps them).
+	// Its sessions are hung up (LinkHanger); it dials again at its next
+	// use, which fails with EBUSY until the sandbox runs again.
 	m.(DiskPauser).Discard()
+	s.hangupLink()
 	p.log.Info("sandbox paused to disk", "sandbox", s.id, "image", img, "saved", saved.Round(time.Millisecond),
 		"ended", time.Since(start).Round(time.Millisecond))
 	return true, nil
@@ -128,11 +130,29 @@ func (s *Sandbox) resumeFromDisk(ctx context.Context, verb string) error {
 	s.mu.Lock()
 	s.disk = ""
 	s.mu.Unlock()
+	s.hangupLink() // anything dialled while it was paused reached nothing
 	s.attach(m)
 	perr := s.persist(verb, StateRunning, nil)
 	s.setState(StateRunning, nil)
 	p.log.Info("sandbox resumed from disk", "sandbox", s.id, "image", img, "after", time.Since(start).Round(time.Millisecond))
 	return perr
+}
+
+// LinkHanger is optionally implemented by a guest link (GuestLink): its
+// connections to the guest end, and the link dials again at its next use
+// (the guest now runs in another machine, restored from disk).
+type LinkHanger interface {
+	Hangup()
+}
+
+// hangupLink hangs up s's guest link, if it has one that can. op held.
+func (s *Sandbox) hangupLink() {
+	s.mu.Lock()
+	l := s.link
+	s.mu.Unlock()
+	if h, ok := l.(LinkHanger); ok {
+		h.Hangup()
+	}
 }
 
 // onDisk reports whether s is paused to disk (no machine). mu or op held.

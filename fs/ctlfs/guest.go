@@ -100,6 +100,13 @@ func newGuestLink(sb *ctl.Sandbox) *guestLink {
 // Close implements io.Closer: ctl calls it when the sandbox ends.
 func (g *guestLink) Close() error { return g.r.Close() }
 
+// Hangup implements ctl.LinkHanger: ctl calls it when the sandbox's
+// guest is restored in a new machine (a resume from disk): the next use
+// dials that one.
+func (g *guestLink) Hangup() { g.r.Hangup() }
+
+var _ ctl.LinkHanger = (*guestLink)(nil)
+
 // newGuestBind returns the bind point of the agent's directory name
 // ("procs" or "fs") for sandbox sb. Its Stat answers without the guest,
 // so that listing a sandbox never waits for it.

@@ -199,7 +199,26 @@ func (r *Remote) Close() error {
 }
 
 // errClosed is why the sessions of a closed Remote died.
-var errClosed = errors.New("closed")
+// Hangup ends the Remote's sessions (shared and idle) without closing
+// it: the next use dials again. For a server that was replaced under the
+// same address (a sandbox's guest restored in a new VMM), whose old
+// connections may not have failed yet.
+func (r *Remote) Hangup() {
+	r.mu.Lock()
+	ss := append(r.idle, r.sess)
+	r.sess, r.idle = nil, nil
+	r.mu.Unlock()
+	for _, s := range ss {
+		if s != nil {
+			s.kill(errHungUp)
+		}
+	}
+}
+
+var (
+	errClosed = errors.New("closed")
+	errHungUp = errors.New("hung up: the server was replaced")
+)
 
 // toErrno turns the p9 client's errors into syscall.Errno, which msg.Errno
 // and the FUSE adapter pass through; io.EOF is returned as is.

@@ -27,6 +27,7 @@ type treeResult struct {
 	clone1           time.Duration // clone (one)
 	cloneN           time.Duration // clone cloneNum concurrency=cloneC
 	cloneNum, cloneC int
+	pause            *treePauseResult
 }
 
 // daemon is `sandfs serve` (this binary) on a state directory of the
@@ -208,7 +209,11 @@ func (r *run) treeSnapshots(d *daemon, id func() string, res *treeResult) error 
 		return fmt.Errorf("clone %d: %w", res.cloneNum, err)
 	}
 	r.progress("  clone %s, clone %d concurrency=%d %s", ms(res.clone1), res.cloneNum, res.cloneC, ms(res.cloneN))
-	return killOthers()
+	if err := killOthers(); err != nil {
+		return err
+	}
+	res.pause, err = r.treePause(d, id)
+	return err
 }
 
 // treeTable is the table of the daemon's figures.
@@ -226,6 +231,7 @@ func treeTable(t *treeResult) *table {
 	tb.add("`new from=s1`", ms(t.from1), "")
 	tb.add("`clone` (a snapshot, then one new from it)", ms(t.clone1), "")
 	tb.add(fmt.Sprintf("`clone %d concurrency=%d` (wall)", t.cloneNum, t.cloneC), ms(t.cloneN), ms(t.cloneN/time.Duration(max(1, t.cloneNum))))
+	t.pause.add(tb)
 	tb.notes = append(tb.notes, "A `new` returns once the sandbox runs and its agent took the host's entropy, hostname and clock (docs/snapshots.md).")
 	return tb
 }
