@@ -55,7 +55,7 @@ func nodes(t *testing.T, w *World) nodeTarget {
 }
 
 // targets runs f against the union in-process and, if fuse is set,
-// through FUSE (whose adapter has no rename, link, symlink or chmod).
+// through FUSE.
 func targets(t *testing.T, fuse bool, f func(t *testing.T, lower string, w *World, tg target)) {
 	t.Run("nodes", func(t *testing.T) {
 		lower := newLower(t)
@@ -149,7 +149,7 @@ func TestSeedTable(t *testing.T) {
 // TestPOSIX: renames, links, symlinks, chmod, directories, readdir and
 // inode numbers behave as on a local file system.
 func TestPOSIX(t *testing.T) {
-	targets(t, false, func(t *testing.T, lower string, w *World, tg target) {
+	targets(t, true, func(t *testing.T, lower string, w *World, tg target) {
 		before, err := tg.stat("a.txt")
 		must(t, err)
 		must(t, tg.chmod("a.txt", 0o600))

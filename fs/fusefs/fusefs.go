@@ -186,14 +186,17 @@ func (m *Mount) knownIno(p string) uint64 {
 	return m.inos[p]
 }
 
-// forget drops p's inode number once the kernel has forgotten its inode;
-// a later lookup gives it a new one.
-func (m *Mount) forget(p string) {
+// forget drops p's inode number ino once the kernel has forgotten its
+// inode; a later lookup gives it a new one. (After a rename over p, p's
+// number is the moved inode's: the forgotten one's is gone already.)
+func (m *Mount) forget(p string, ino uint64) {
 	if p == "" {
 		return
 	}
 	m.mu.Lock()
-	delete(m.inos, p)
+	if m.inos[p] == ino {
+		delete(m.inos, p)
+	}
 	m.mu.Unlock()
 }
 
@@ -250,11 +253,17 @@ func procGroups(pid uint32) []uint32 {
 // node is one tree node as a go-fuse inode.
 type node struct {
 	gofs.Inode
-	m    *Mount
-	path string
+	m *Mount
 
-	mu sync.Mutex // protects ch
-	ch sfs.Chan
+	mu   sync.Mutex // protects path, ch
+	path string     // in the tree; a rename moves it (moved)
+	ch   sfs.Chan
+}
+
+func (n *node) p() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.path
 }
 
 var (
@@ -273,7 +282,7 @@ var (
 
 // OnForget implements gofs.NodeOnForgetter: the kernel no longer knows
 // this inode, so its path's number can go.
-func (n *node) OnForget() { n.m.forget(n.path) }
+func (n *node) OnForget() { n.m.forget(n.p(), n.StableAttr().Ino) }
 
 func (n *node) cur() sfs.Chan {
 	n.mu.Lock()
@@ -289,22 +298,32 @@ func (n *node) setChan(c sfs.Chan) {
 
 func fillAttr(a sfs.Attr, ino uint64, out *fuse.Attr) {
 	out.Ino = ino
-	if a.Mode.IsDir() {
-		out.Mode = syscall.S_IFDIR | uint32(a.Mode.Perm())
-		out.Nlink = 2
-	} else {
-		out.Mode = syscall.S_IFREG | uint32(a.Mode.Perm())
+	out.Mode = sfs.UnixMode(a.Mode)
+	out.Nlink = uint32(a.Nlink)
+	if a.Nlink == 0 {
 		out.Nlink = 1
+		if a.Mode.IsDir() {
+			out.Nlink = 2
+		}
 	}
 	if a.Owner != nil {
 		out.Uid, out.Gid = a.Owner.UID, a.Owner.GID
 	}
 	out.Size = uint64(a.Size)
-	t := a.Mtime
-	if t.IsZero() {
-		t = started
+	out.Rdev = uint32(a.Rdev)
+	out.Blocks = uint64(a.Blocks)
+	m := a.Mtime
+	if m.IsZero() {
+		m = started
 	}
-	out.SetTimes(&t, &t, &t)
+	at, ct := a.Atime, a.Ctime
+	if at.IsZero() {
+		at = m
+	}
+	if ct.IsZero() {
+		ct = m
+	}
+	out.SetTimes(&at, &m, &ct)
 	out.Blksize = 4096
 }
 
@@ -338,11 +357,8 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	}
 	out := make([]fuse.DirEntry, 0, len(ents))
 	for _, e := range ents {
-		mode := uint32(syscall.S_IFREG)
-		if e.Mode&iofs.ModeDir != 0 {
-			mode = syscall.S_IFDIR
-		}
-		out = append(out, fuse.DirEntry{Name: e.Name, Mode: mode, Ino: n.m.knownIno(path.Join(n.path, e.Name))})
+		mode := sfs.UnixMode(e.Mode) &^ 0o7777
+		out = append(out, fuse.DirEntry{Name: e.Name, Mode: mode, Ino: n.m.knownIno(path.Join(n.p(), e.Name))})
 	}
 	return gofs.NewListDirStream(out), 0
 }
@@ -355,24 +371,21 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 		return errno(err)
 	}
 	n.setChan(c)
-	fillAttr(c.Attr(), n.m.ino(n.path), &out.Attr)
+	fillAttr(c.Attr(), n.m.ino(n.p()), &out.Attr)
 	return 0
 }
 
-// Setattr implements gofs.NodeSetattrer. A size goes to Chan.Truncate
+// Setattr implements gofs.NodeSetattrer: mode, owner and times go to
+// Chan.SetAttr (posix.go: on the generated tree, a change of times alone
+// is ignored, others are EPERM), then a size to Chan.Truncate
 // (truncation to 0, what `echo msg > file` asks for, is accepted and
-// ignored on message files); time changes are ignored; mode and owner
-// changes are EPERM.
+// ignored on message files).
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = caller(ctx)
-	if _, ok := in.GetMode(); ok {
-		return syscall.EPERM
-	}
-	if _, ok := in.GetUID(); ok {
-		return syscall.EPERM
-	}
-	if _, ok := in.GetGID(); ok {
-		return syscall.EPERM
+	if c := change(in); c != nil {
+		if en := n.setattr(ctx, c); en != 0 {
+			return en
+		}
 	}
 	if sz, ok := in.GetSize(); ok {
 		if err := n.cur().Truncate(ctx, int64(sz)); err != nil {
@@ -387,23 +400,20 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	ctx = caller(ctx)
 	h, err := n.cur().Open(ctx, sfs.OpenFlags(flags&syscall.O_ACCMODE))
 	if err != nil {
-		n.m.log.Debug("fuse: open failed", "path", "/"+n.path, "err", err)
+		n.m.log.Debug("fuse: open failed", "path", "/"+n.p(), "err", err)
 		return nil, 0, errno(err)
 	}
-	return &handle{h: h, path: n.path, cred: cred.Of(ctx)}, fuse.FOPEN_DIRECT_IO, 0
+	return &handle{h: h, path: n.p(), cred: cred.Of(ctx)}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // child makes the inode of c, just looked up or created as name in n; an
 // existing inode for that path is pointed at c.
 func (n *node) child(ctx context.Context, name string, c sfs.Chan, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	a := c.Attr()
-	p := path.Join(n.path, name)
+	p := path.Join(n.p(), name)
 	ino := n.m.ino(p)
 	fillAttr(a, ino, &out.Attr)
-	mode := uint32(syscall.S_IFREG)
-	if a.Mode.IsDir() {
-		mode = syscall.S_IFDIR
-	}
+	mode := sfs.UnixMode(a.Mode) &^ 0o7777
 	ch := n.NewInode(ctx, &node{m: n.m, path: p, ch: c}, gofs.StableAttr{Mode: mode, Ino: ino})
 	if cn, ok := ch.Operations().(*node); ok {
 		cn.setChan(c) // an existing inode serves the node just found
@@ -424,7 +434,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Close()
 		return nil, nil, 0, en
 	}
-	return ch, &handle{h: h, path: path.Join(n.path, name), cred: cred.Of(ctx)}, fuse.FOPEN_DIRECT_IO, 0
+	return ch, &handle{h: h, path: path.Join(n.p(), name), cred: cred.Of(ctx)}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // Mkdir implements gofs.NodeMkdirer for sfs.Mkdirer directories.
