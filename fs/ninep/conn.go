@@ -50,6 +50,7 @@ type conn struct {
 	// to its handler on another goroutine, so a clunk right after a read
 	// can be seen before that read has registered. Protected by mu.
 	unstarted map[uint16]*unstartedRead
+	flushes   flushOrder // Rflush after the flushed request's reply (flushorder.go); protected by mu
 }
 
 // unstartedRead is a read seen on the wire whose handler has not started.
@@ -88,6 +89,7 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, who cred.
 		readFids:  map[uint16]uint32{},
 		blocked:   map[string]map[*blockedRead]struct{}{},
 		unstarted: map[uint16]*unstartedRead{},
+		flushes:   newFlushOrder(),
 	}
 	cn.ctx, cn.cancel = context.WithCancel(cred.With(ctx, who))
 	return cn
@@ -259,9 +261,10 @@ func (c *conn) sawRead(tag uint16, fid uint32) {
 	}
 }
 
-func (c *conn) sawFlush(oldtag uint16) {
+func (c *conn) sawFlush(tag, oldtag uint16) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.flushes.flush(tag, oldtag)
 	fid, ok := c.readFids[oldtag]
 	if !ok {
 		return
@@ -292,9 +295,12 @@ func (c *conn) sawClunk(fid uint32) {
 // sawReply ends the request with this tag: the fid of a successful
 // attach or walk is recorded (p9 replies Rattach or Rwalk exactly when
 // it has created the fid, Rlerror otherwise).
-func (c *conn) sawReply(typ uint8, tag uint16) {
+// It says whether the reply is an Rflush to hold until the reply of the
+// request it flushed is written (flushOrder).
+func (c *conn) sawReply(typ uint8, tag uint16) (hold bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	hold = c.flushes.reply(typ, tag)
 	if fid, ok := c.attaches[tag]; ok {
 		delete(c.attaches, tag)
 		if typ == msgRattach {
@@ -309,4 +315,5 @@ func (c *conn) sawReply(typ uint8, tag uint16) {
 	}
 	delete(c.readFids, tag)
 	delete(c.unstarted, tag) // a read refused before its handler ran
+	return hold
 }

@@ -125,6 +125,7 @@ func (c *conn) observe(frame []byte) {
 	d := decoder{b: frame[4:], ok: true}
 	typ := d.u8()
 	tag := d.u16()
+	c.sawRequest(tag)
 	switch typ {
 	case msgTattach:
 		fid := d.u32()
@@ -150,7 +151,7 @@ func (c *conn) observe(frame []byte) {
 		}
 	case msgTflush:
 		if old := d.u16(); d.ok {
-			c.sawFlush(old)
+			c.sawFlush(tag, old)
 		}
 	case msgTclunk, msgTremove:
 		if fid := d.u32(); d.ok {
@@ -162,45 +163,85 @@ func (c *conn) observe(frame []byte) {
 // replyWriter passes the p9 server's replies to the connection and shows
 // each reply's type and tag to its conn before the reply's first byte
 // leaves, so the conn learns which fids p9 created before the client can
-// use them. p9 writes a reply as its 7-byte header, then the body, in
-// separate Writes, one reply at a time (its sendMu); the scanner does not
-// depend on how the bytes are cut.
+// use them. It also puts an Rflush after the reply of the request it
+// flushed (flushorder.go). p9 writes a reply as its 7-byte header, then
+// the body, in separate Writes, one reply at a time (its sendMu); a
+// header is passed on once whole, however the bytes are cut.
 type replyWriter struct {
 	w    io.WriteCloser
 	c    *conn
 	hdr  [7]byte
 	n    int    // header bytes of the current reply seen
+	tag  uint16 // the current reply's
 	skip uint32 // body bytes of the current reply still to pass
 }
 
 // Write implements io.Writer.
 func (w *replyWriter) Write(p []byte) (int, error) {
-	w.scan(p)
-	return w.w.Write(p)
-}
-
-// Close implements io.Closer.
-func (w *replyWriter) Close() error { return w.w.Close() }
-
-func (w *replyWriter) scan(p []byte) {
+	n := len(p)
 	for len(p) > 0 {
 		if w.skip > 0 {
 			k := min(uint32(len(p)), w.skip)
+			if _, err := w.w.Write(p[:k]); err != nil {
+				return 0, err
+			}
 			p, w.skip = p[k:], w.skip-k
+			if w.skip == 0 {
+				if err := w.replied(w.tag); err != nil {
+					return 0, err
+				}
+			}
 			continue
 		}
 		k := copy(w.hdr[w.n:], p)
 		p, w.n = p[k:], w.n+k
 		if w.n < len(w.hdr) {
-			return
+			break
 		}
 		w.n = 0
-		if size := binary.LittleEndian.Uint32(w.hdr[:]); size > 7 {
-			w.skip = size - 7
+		if err := w.header(); err != nil {
+			return 0, err
 		}
-		w.c.sawReply(w.hdr[4], binary.LittleEndian.Uint16(w.hdr[5:]))
 	}
+	return n, nil
 }
+
+// header shows the whole header in w.hdr to the conn and passes it on,
+// unless it is an Rflush that must wait for another reply.
+func (w *replyWriter) header() error {
+	typ, tag := w.hdr[4], binary.LittleEndian.Uint16(w.hdr[5:])
+	w.tag = tag
+	if size := binary.LittleEndian.Uint32(w.hdr[:]); size > 7 {
+		w.skip = size - 7
+	}
+	if w.c.sawReply(typ, tag) && w.skip == 0 {
+		return nil // held; replied writes it
+	}
+	if _, err := w.w.Write(w.hdr[:]); err != nil {
+		return err
+	}
+	if w.skip == 0 {
+		return w.replied(tag)
+	}
+	return nil
+}
+
+// replied writes the Rflush replies that waited for the reply with tag,
+// now all written, and those that waited for them.
+func (w *replyWriter) replied(tag uint16) error {
+	for _, ft := range w.c.releaseFlushes(tag) {
+		if _, err := w.w.Write(rflushFrame(ft)); err != nil {
+			return err
+		}
+		if err := w.replied(ft); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close implements io.Closer.
+func (w *replyWriter) Close() error { return w.w.Close() }
 
 // decoder reads 9P's little-endian integers and u16-counted strings; ok
 // turns false at the first short read (and stays false).
