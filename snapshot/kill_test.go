@@ -1,7 +1,10 @@
 package snapshot
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +23,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// writer writes full snapshots of 4 MiB and deltas over them, forever.
+// writer writes full snapshots of 4 MiB and deltas over them, forever,
+// with a line on stdout after each.
 func writer(store string) {
 	mem := make([]byte, 1024*PageSize)
 	all := NewPages(1024)
@@ -40,12 +44,15 @@ func writer(store string) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		fmt.Println("written", i)
 	}
 }
 
-// TestKillDuringWrite kills a writer with SIGKILL at 25 points in time;
-// every snapshot left visible must open and verify (complete), and the
-// rest are only .tmp- directories.
+// TestKillDuringWrite kills a writer with SIGKILL at 25 points in time
+// after its first snapshot is written (0-168 ms into what follows: a
+// fixed time from its start killed a writer slowed by load before it
+// wrote anything); every snapshot left visible must open and verify
+// (complete), and the rest are only .tmp- directories.
 func TestKillDuringWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -60,10 +67,30 @@ func TestKillDuringWrite(t *testing.T) {
 		cmd.Env = append(os.Environ(), "SANDFS_SNAPSHOT_WRITER="+store, fmt.Sprintf("SANDFS_SNAPSHOT_RUN=r%d", run))
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(20+run*7) * time.Millisecond)
+		first := make(chan error, 1)
+		go func() {
+			_, err := bufio.NewReader(out).ReadString('\n')
+			first <- err
+			io.Copy(io.Discard, out)
+		}()
+		select {
+		case err = <-first:
+		case <-time.After(2 * time.Minute):
+			err = errors.New("no snapshot written in 2 minutes")
+		}
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("run %d: writer: %v %s", run, err, stderr.String())
+		}
+		time.Sleep(time.Duration(run*7) * time.Millisecond)
 		cmd.Process.Kill()
 		cmd.Wait()
 		if stderr.Len() > 0 {
