@@ -14,6 +14,10 @@ type Config struct {
 	CPUs     int           // vCPUs, default 1
 	World    string        // world attached at /workspace, "" for none
 	Timeout  time.Duration // kill after this long running; 0: never
+	// Net is the egress policy (package netpolicy's grammar, canonical
+	// text; "" is default deny) of the sandbox's network, where the
+	// runtime gives it one (VMMRuntime.Net).
+	Net string
 	// From is the snapshot the sandbox is restored from (new from=),
 	// "" for its template; the snapshot gives Template, MemBytes and
 	// CPUs. The runtime's SnapshotRestorer starts it. Not persisted.

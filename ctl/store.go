@@ -48,6 +48,7 @@ type record struct {
 	MemBytes uint64     `json:"mem"`
 	CPUs     int        `json:"cpus"`
 	World    string     `json:"world,omitempty"`
+	Net      string     `json:"net,omitempty"` // egress policy text (Config.Net)
 	Timeout  int64      `json:"timeout_ns"`
 	Created  time.Time  `json:"created"`
 	Deadline time.Time  `json:"deadline,omitzero"`
@@ -64,7 +65,7 @@ type record struct {
 }
 
 func (r *record) config() Config {
-	return Config{Template: r.Template, MemBytes: r.MemBytes, CPUs: r.CPUs, World: r.World, Timeout: time.Duration(r.Timeout)}
+	return Config{Template: r.Template, MemBytes: r.MemBytes, CPUs: r.CPUs, World: r.World, Net: r.Net, Timeout: time.Duration(r.Timeout)}
 }
 
 // validate checks a decoded record; the text says what is wrong.

@@ -67,7 +67,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	if tmpl == "" {
 		tmpl = "base"
 	}
-	key, err := tmplKey(tmpl, cfg.Disks[0].Path, r.KernelPath, cfg.MemBytes, cfg.CPUs, r.Cmdline)
+	key, err := tmplKey(tmpl, cfg.Disks[0].Path, r.KernelPath, cfg.MemBytes, cfg.CPUs, r.guestCmdline())
 	if err != nil {
 		return nil, Errorf(syscall.EIO, "new: template %s: %v", msg.Cite(tmpl), err)
 	}
@@ -102,7 +102,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	// cfg is s's, and the run directory is laid out: launch, not
 	// startFrom (which would stat the template and kernel and lay out
 	// the directory again).
-	vm, err := r.launch(ctx, s.ID, cfg, filepath.Join(work, workSnaps, id))
+	vm, err := r.launch(ctx, s.ID, s.Net, cfg, filepath.Join(work, workSnaps, id))
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ func (c Config) Defaults() Config {
 }
 
 // with returns c with the settings o gives put in: its non-empty
-// Template, MemBytes, CPUs and World (what the one-setting verbs before
+// Template, MemBytes, CPUs, World and Net (what the one-setting verbs before
 // start give; timeout has its own verb).
 func (c Config) with(o Config) Config {
 	if o.Template != "" {
@@ -179,6 +179,9 @@ func (c Config) with(o Config) Config {
 	}
 	if o.World != "" {
 		c.World = o.World
+	}
+	if o.Net != "" {
+		c.Net = o.Net
 	}
 	return c
 }

@@ -15,9 +15,9 @@ import (
 var GlobalVerbs = Table{
 	{
 		Name:  "new",
-		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur] [from=snap]",
+		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur] [from=snap] [net=deny|allow|policy]",
 		Min:   0, Max: 1,
-		Keys:  []string{"template", "mem", "cpus", "world", "timeout", "from"},
+		Keys:  []string{"template", "mem", "cpus", "world", "timeout", "from", "net"},
 		Needs: []State{StateNew}, // the sandbox it creates, until it starts
 		Doc: `Creates and starts a sandbox called name ([a-z0-9][a-z0-9-]{0,62};
 without one, a short random id is chosen). Defaults: template=base
@@ -34,8 +34,11 @@ sandbox of the writer's, which may be gone): its memory and a copy of
 its disk, with fresh entropy, its own hostname and the wall clock;
 status says boot=restore. The snapshot gives template, mem and cpus,
 which may then not be given.
+net= is its egress policy (docs/network.md): deny (the default), allow,
+or a policy whose lines are separated by ';', e.g.
+net='allow 10.0.0.0/8; deny 10.1.0.0/16'; net/policy reads and replaces it.
 Errors: EEXIST a sandbox called name exists; EINVAL from= with template,
-mem or cpus; ENODEV no VMM runtime is configured (nothing is created);
+mem or cpus, or a bad net= policy; ENODEV no VMM runtime is configured (nothing is created);
 ENOENT unknown template, world or snapshot; EPERM the snapshot is
 another uid's; ESTALE the snapshot's template image was rebuilt since; ECANCELED killed while creating; EINTR the writer was
 interrupted (creation goes on); EIO the runtime failed.`,
@@ -430,6 +433,10 @@ var settings = map[string]func(cfg *Config, verb, value, input string) error{
 	},
 	"timeout": func(cfg *Config, verb, value, input string) (err error) {
 		cfg.Timeout, err = checkTimeout(verb, value, input)
+		return err
+	},
+	"net": func(cfg *Config, verb, value, input string) (err error) {
+		cfg.Net, err = checkNet(verb, value)
 		return err
 	},
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"sandfs/ctl/msg"
+	"sandfs/netpolicy/sbnet"
 	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
 	"sandfs/vmm/vmmproc"
@@ -73,6 +74,9 @@ type VMMRuntime struct {
 	// (vmm_adopt.go). The daemon sets it; without it a VMM dies with
 	// the process that started it.
 	Detached bool
+	// Net, when set, gives every machine a network of its own
+	// (vmm_net.go); nil: machines have no network device.
+	Net *sbnet.Manager
 
 	cacheOnce sync.Once
 	cache     *tmplCache
@@ -176,7 +180,7 @@ func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname s
 	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
 		return nil, err
 	}
-	return r.launch(ctx, s.ID, cfg, snapshot)
+	return r.launch(ctx, s.ID, s.Net, cfg, snapshot)
 }
 
 // labelImage is the VMM config's label holding the identity of the
@@ -185,22 +189,32 @@ func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname s
 const labelImage = "image"
 
 // launch starts the VMM of sandbox id with cfg, restoring snapshot (""
-// boots), in a run directory prepareRunDir laid out.
-func (r *VMMRuntime) launch(ctx context.Context, id string, cfg vmmproc.Config, snapshot string) (*vmmMachine, error) {
+// boots), in a run directory prepareRunDir laid out; with networks, its
+// network has egress policy text netPolicy.
+func (r *VMMRuntime) launch(ctx context.Context, id, netPolicy string, cfg vmmproc.Config, snapshot string) (*vmmMachine, error) {
 	cfg.Restore = snapshot
 	image, _ := imageID(cfg.Disks[0].Path) // "": its snapshots are refused
 	cfg.Labels = map[string]string{labelImage: image}
-	p, err := vmmproc.Launch(ctx, cfg)
+	n, err := r.netUp(id, netPolicy, &cfg)
 	if err != nil {
+		return nil, err
+	}
+	p, err := vmmproc.Launch(ctx, cfg)
+	if cfg.TapFD != nil {
+		cfg.TapFD.Close() // the VMM has its own
+	}
+	if err != nil {
+		r.netDown(n)
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
+	r.watchNet(p, n)
 	r.Log.Info("vmm started", "id", id, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
 	boot := "cold"
 	if snapshot != "" {
 		boot = "restore"
 	}
 	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits()), boot: boot,
-		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: image}, nil
+		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: image, net: n}, nil
 }
 
 // config is the VMM configuration of sandbox s, whose guest boots with
@@ -243,7 +257,7 @@ func (r *VMMRuntime) config(s Spec, hostname string) (vmmproc.Config, error) {
 	}
 	cfg := vmmproc.Config{
 		ID: s.ID, Kernel: r.KernelPath, MemBytes: mem, CPUs: cpus,
-		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + hostname + " " + r.Cmdline,
+		Cmdline: "root=/dev/vda rw rootfstype=ext4 init=/sbin/init quiet sandfs.hostname=" + hostname + " " + r.guestCmdline(),
 		Disks:   []vmmproc.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "work", "rootfs.cow"), ID: "rootfs"}},
 		Vsock:   &vmmproc.VsockConfig{CID: 3, UDS: vsockPath(s.Dir)},
 		RNG:     true,
@@ -326,6 +340,7 @@ type vmmMachine struct {
 	// (an adopted machine); a delta over it that the VMM refuses is
 	// taken again full.
 	lastUnsure bool
+	net        *sbnet.Net // its network (vmm_net.go), nil none
 }
 
 var (

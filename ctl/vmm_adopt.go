@@ -61,9 +61,16 @@ func (r *VMMRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
 	if cfg.Restore != "" {
 		boot = "restore"
 	}
-	r.Log.Info("vmm adopted", "id", s.ID, "pid", p.Pid(), "limits", string(p.Limits()))
+	n, err := r.reattachNet(p, s.Net)
+	if err != nil {
+		// The machine runs on: its tap keeps the filter the previous
+		// daemon attached, with the policy then in force (its record's);
+		// only live changes are refused (ENODEV).
+		r.Log.Error("vmm adopted without its network", "id", s.ID, "err", err)
+	}
+	r.Log.Info("vmm adopted", "id", s.ID, "pid", p.Pid(), "limits", string(p.Limits()), "net", cfg.Labels[labelNet])
 	m := &vmmMachine{p: p, uds: vsockPath(s.Dir), console: filepath.Join(s.Dir, "console"), limits: string(p.Limits()), boot: boot,
-		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: cfg.Labels[labelImage]}
+		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: cfg.Labels[labelImage], net: n}
 	r.adoptLast(m, s.Last, cfg.Restore)
 	return m, nil
 }

@@ -84,7 +84,7 @@ func (r *VMMRuntime) ResumeFromDisk(ctx context.Context, s Spec, img string) (Ma
 		return nil, &ImageIntactError{err}
 	}
 	start := time.Now()
-	vm, err := r.launch(ctx, s.ID, cfg, filepath.Join(WorkDir(s), workSnaps, id))
+	vm, err := r.launch(ctx, s.ID, s.Net, cfg, filepath.Join(WorkDir(s), workSnaps, id))
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,39 @@ func (f *Filter) Attach(h *netlink.Handle, ifindex int) error {
 	if err := h.QdiscAdd(q); err != nil {
 		return msg.Errorf(msg.Errno(err), "netpolicy: attach: add clsact to link %d: %v", ifindex, err)
 	}
-	flt := &netlink.BpfFilter{
+	flt := f.bpfFilter(ifindex)
+	if err := h.FilterAdd(flt); err != nil {
+		err = msg.Errorf(msg.Errno(err), "netpolicy: attach: add filter to link %d: %v", ifindex, err)
+		return errors.Join(err, h.QdiscDel(q))
+	}
+	f.h, f.link = h, ifindex
+	return nil
+}
+
+// Take puts the program on link ifindex in place of the filter attached
+// there (a previous daemon's Filter, whose maps go on enforcing the
+// policy they hold until then): one netlink replace of filter
+// sandfs-netpolicy, so no packet passes unjudged. A link without a
+// clsact qdisc gets one, as in Attach.
+func (f *Filter) Take(h *netlink.Handle, ifindex int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.link != 0 {
+		return msg.Errorf(syscall.EBUSY, "netpolicy: take: attached to link %d already", f.link)
+	}
+	if err := h.QdiscAdd(clsact(ifindex)); err != nil && !errors.Is(err, unix.EEXIST) {
+		return msg.Errorf(msg.Errno(err), "netpolicy: take: add clsact to link %d: %v", ifindex, err)
+	}
+	if err := h.FilterReplace(f.bpfFilter(ifindex)); err != nil {
+		return msg.Errorf(msg.Errno(err), "netpolicy: take: replace filter on link %d: %v", ifindex, err)
+	}
+	f.h, f.link = h, ifindex
+	return nil
+}
+
+// bpfFilter is the program's tc filter on the ingress of ifindex.
+func (f *Filter) bpfFilter(ifindex int) *netlink.BpfFilter {
+	return &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{
 			LinkIndex: ifindex,
 			Parent:    netlink.HANDLE_MIN_INGRESS,
@@ -78,12 +110,6 @@ func (f *Filter) Attach(h *netlink.Handle, ifindex int) error {
 		Name:         filterName,
 		DirectAction: true,
 	}
-	if err := h.FilterAdd(flt); err != nil {
-		err = msg.Errorf(msg.Errno(err), "netpolicy: attach: add filter to link %d: %v", ifindex, err)
-		return errors.Join(err, h.QdiscDel(q))
-	}
-	f.h, f.link = h, ifindex
-	return nil
 }
 
 func clsact(ifindex int) *netlink.GenericQdisc {
@@ -189,4 +215,15 @@ func (f *Filter) switchTo(gen uint8, v Verdict) error {
 		return fmt.Errorf("switch to generation %d: %w", gen, err)
 	}
 	return nil
+}
+
+// Release frees this process's hold on the program and maps and leaves
+// the filter attached: the kernel keeps both while the filter uses them,
+// so the link stays under the policy in force (a daemon that exits while
+// its sandboxes run on; the next one Takes the link over).
+func (f *Filter) Release() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.link = 0
+	return f.objs.Close()
 }

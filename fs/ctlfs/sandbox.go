@@ -26,4 +26,5 @@ var sandboxTable = sfs.Table[*ctl.Sandbox]{
 	{Name: "console", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &consoleFile{sb: s, mode: m} }},
 	{Name: "snapshots", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &snapshotsDir{plane: s.Plane(), sb: s, mode: m} }},
 	{Name: "worlds", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &worldsDir{p: s.Plane(), sb: s, mode: m} }},
+	{Name: "net", Mode: iofs.ModeDir | 0o500, New: newNetDir},
 }

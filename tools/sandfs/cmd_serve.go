@@ -199,6 +199,7 @@ func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime stri
 		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
 		vr.CacheDir = filepath.Join(c.state, "templates")
 		vr.Detached = true // sandboxes outlive the daemon; the next one re-attaches them
+		withNetworks(log, vr)
 		if err := vr.UseIDs(c.vmmUIDs); err != nil {
 			return nil, "", err
 		}

@@ -1,0 +1,125 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+
+	"sandfs/netpolicy"
+)
+
+// TestNewNet: new's net= is parsed whole and kept as canonical text,
+// handed to the runtime in Spec.Net; bad text is EINVAL and creates
+// nothing.
+func TestNewNet(t *testing.T) {
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, t.TempDir(), rt)
+	for _, c := range []struct{ msg, want string }{
+		{"new a", "default deny\n"},
+		{"new b net=deny", "default deny\n"},
+		{"new c net=allow", "default allow\n"},
+		{"new d net='deny 10.1.0.0/16; allow 10.0.0.0/8;allow example.com'", "default deny\nallow 10.0.0.0/8\ndeny 10.1.0.0/16\nallow example.com\n"},
+	} {
+		do(t, p, c.msg)
+		s, err := p.Lookup(c.msg[4:5])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.NetPolicy(); got != c.want {
+			t.Errorf("%s: NetPolicy() = %q; want %q", c.msg, got, c.want)
+		}
+		if got := rt.lastSpec().Net; got != c.want && !(got == "" && c.msg == "new a") {
+			t.Errorf("%s: Spec.Net = %q; want %q", c.msg, got, c.want)
+		}
+	}
+	for _, m := range []string{"new e net=permit", "new e net='allow 10.0.0.1/8'", "new e net='deny example.com'"} {
+		if _, err := p.Ctl(ctx(t), []byte(m)); Errno(err) != syscall.EINVAL {
+			t.Errorf("Ctl(%q) = %v; want EINVAL", m, err)
+		}
+	}
+	if _, err := p.Lookup("e"); err == nil {
+		t.Error("a bad net= created sandbox e")
+	}
+}
+
+// netMachine is a fake machine with a network: SetPolicy fails with
+// fail, else takes the policy.
+type netMachine struct {
+	*fakeMachine
+	policy *netpolicy.Policy
+	fail   error
+}
+
+func (m *netMachine) SetPolicy(p *netpolicy.Policy) error {
+	if m.fail != nil {
+		return m.fail
+	}
+	m.policy = p
+	return nil
+}
+
+func (m *netMachine) Policy() *netpolicy.Policy { return m.policy }
+
+type netRuntime struct {
+	*fakeRuntime
+	m *netMachine
+}
+
+func (r *netRuntime) Start(ctx context.Context, s Spec) (Machine, error) {
+	m, err := r.fakeRuntime.Start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := netpolicy.Parse([]byte(s.Net))
+	r.m = &netMachine{fakeMachine: m.(*fakeMachine), policy: p}
+	return r.m, nil
+}
+
+// TestSetNetPolicy: a write of net/policy puts the policy in force on
+// the machine and in the record (a restarted plane has it); bad text, or
+// a machine that refuses it, changes nothing and leaves the text in err.
+func TestSetNetPolicy(t *testing.T) {
+	dir := t.TempDir()
+	rt := &netRuntime{fakeRuntime: newFakeRuntime()}
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new a net='allow 10.0.0.0/8'")
+	s, _ := p.Lookup("a")
+	if err := s.SetNetPolicy(ctx(t), []byte("default deny\nallow 192.0.2.0/24\n# web\n")); err != nil {
+		t.Fatal(err)
+	}
+	const want = "default deny\nallow 192.0.2.0/24\n"
+	if got := rt.m.policy.String(); got != want {
+		t.Errorf("machine's policy %q; want %q", got, want)
+	}
+	for _, c := range []struct {
+		text  string
+		fail  error
+		errno syscall.Errno
+		err   string
+	}{
+		{"permit 10.0.0.1\n", nil, syscall.EINVAL, `policy: line 1: unknown verb "permit"`},
+		{"allow 10.0.0.0/8\n", Errorf(syscall.ENOSPC, "trie full"), syscall.ENOSPC, "policy: trie full"},
+	} {
+		rt.m.fail = c.fail
+		err := s.SetNetPolicy(ctx(t), []byte(c.text))
+		if Errno(err) != c.errno || s.Err() != c.err {
+			t.Errorf("SetNetPolicy(%q) = %v, err file %q; want %v, %q", c.text, err, s.Err(), c.errno, c.err)
+		}
+		if got := s.NetPolicy(); got != want {
+			t.Errorf("after a failed SetNetPolicy(%q): %q; want %q", c.text, got, want)
+		}
+	}
+	p.Close()
+	p2, _ := openPlane(t, dir, newFakeRuntime())
+	s2, err := p2.Lookup("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s2.NetPolicy(); got != want {
+		t.Errorf("after a restart: %q; want %q", got, want)
+	}
+	if !errors.Is(s2.SetNetPolicy(ctx(t), []byte("default allow")), nil) {
+		t.Error("a dead sandbox's policy write failed")
+	}
+}

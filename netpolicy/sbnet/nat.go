@@ -1,0 +1,90 @@
+package sbnet
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// natTable is the nft table (family ip) of the masquerade rules, both in
+// each sandbox's namespace and in the host's.
+const natTable = "sandfs-nat"
+
+// ifname is an interface name as nft compares it (IFNAMSIZ, zero-padded).
+func ifname(n string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, n)
+	return b
+}
+
+// natRules adds table natTable with one postrouting chain holding rule
+// on the connection c, replacing what the table held.
+func natRules(c *nftables.Conn, rule []expr.Any) error {
+	t := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: natTable}
+	c.AddTable(t) // creates, or keeps an existing one...
+	c.DelTable(t) // ...which is then deleted with its chains,
+	c.AddTable(t) // so the table holds exactly this:
+	ch := c.AddChain(&nftables.Chain{
+		Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
+	})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: rule})
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nft table %s: %w", natTable, err)
+	}
+	return nil
+}
+
+// sandboxNAT masquerades what leaves sandbox namespace ns through its
+// veth (up0): the guest's address becomes the veth's transit address.
+func sandboxNAT(ns netns.NsHandle) error {
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
+	if err != nil {
+		return fmt.Errorf("nft: %w", err)
+	}
+	defer c.CloseLasting()
+	return natRules(c, []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(upName)},
+		&expr.Masq{},
+	})
+}
+
+// hostNAT masquerades, in the host's namespace, what comes from the
+// transit pool and goes anywhere but the pool: the host's uplink, in
+// practice. It replaces the table each time (idempotent; every manager
+// writes the same rule).
+func hostNAT(ns netns.NsHandle) error {
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
+	if err != nil {
+		return fmt.Errorf("nft: %w", err)
+	}
+	defer c.CloseLasting()
+	pool := TransitPool.Masked()
+	mask := netipMask(pool)
+	net := pool.Addr().AsSlice()
+	return natRules(c, []expr.Any{
+		// ip saddr & mask == pool
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: net},
+		// ip daddr & mask != pool
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: net},
+		&expr.Masq{},
+	})
+}
+
+// netipMask is prefix p's IPv4 mask as bytes.
+func netipMask(p netip.Prefix) []byte {
+	m := make([]byte, 4)
+	for i := 0; i < p.Bits(); i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return m
+}

@@ -1,0 +1,191 @@
+package sbnet
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"sandfs/netpolicy"
+	"sandfs/test/testenv"
+)
+
+// hostNS makes a namespace standing in for the host's, so the test's
+// veths and NAT table never touch the real one.
+func hostNS(t *testing.T) netns.NsHandle {
+	t.Helper()
+	testenv.NeedRoot(t)
+	var ns netns.NsHandle
+	err := func() error {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			return err
+		}
+		ns, err = netns.New()
+		if e := netns.Set(orig); e != nil {
+			panic(e) // this thread is in the test's namespace: never unlock it
+		}
+		runtime.UnlockOSThread()
+		orig.Close()
+		return err
+	}()
+	testenv.HandOff(t, err == nil, "network namespaces")
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+func newManager(t *testing.T) (*Manager, netns.NsHandle) {
+	t.Helper()
+	h := hostNS(t)
+	m, err := NewManagerIn(h, nil)
+	testenv.HandOff(t, err == nil, "sandbox network (tun, veth, nft): "+errString(err))
+	t.Cleanup(m.Close)
+	return m, h
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func mustParse(t *testing.T, s string) *netpolicy.Policy {
+	t.Helper()
+	p, err := netpolicy.Parse([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestCreateRemove: a network has its namespace (tap0 with the gateway
+// address and the filter, up0 with a default route), the host side of
+// its veth on the first free slot, both NAT tables; Remove leaves none of
+// it, and a second network takes the next slot while the first lives.
+func TestCreateRemove(t *testing.T) {
+	m, h := newManager(t)
+	a, err := m.Create("a.1", mustParse(t, "allow 192.0.2.0/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Create("b.1", mustParse(t, ""))
+	if err != nil {
+		a.Remove()
+		t.Fatal(err)
+	}
+	if a.HostLink() != "sfn0" || b.HostLink() != "sfn1" {
+		t.Errorf("host links %q %q, want sfn0 sfn1", a.HostLink(), b.HostLink())
+	}
+	if got := a.Transit().String(); got != "100.127.0.0" {
+		t.Errorf("transit of a = %s, want 100.127.0.0", got)
+	}
+	for _, n := range []*Net{a, b} {
+		tap, err := n.h.LinkByName(tapName)
+		if err != nil {
+			t.Fatalf("%s: %v", n.Name, err)
+		}
+		addrs, _ := n.h.AddrList(tap, netlink.FAMILY_V4)
+		if len(addrs) != 1 || addrs[0].IPNet.String() != GatewayAddr.String() {
+			t.Errorf("%s: tap0 addresses %v, want %s", n.Name, addrs, GatewayAddr)
+		}
+		flt, err := n.h.FilterList(tap, netlink.HANDLE_MIN_INGRESS)
+		if err != nil || len(flt) != 1 {
+			t.Errorf("%s: ingress filters %v %v, want the policy's", n.Name, flt, err)
+		}
+		routes, _ := n.h.RouteList(nil, netlink.FAMILY_V4)
+		def := false
+		for _, r := range routes {
+			def = def || r.Dst == nil || r.Dst.IP.IsUnspecified() && r.Gw.String() == n.Transit().String()
+		}
+		if !def {
+			t.Errorf("%s: no default route via %s in %v", n.Name, n.Transit(), routes)
+		}
+		if !hasTable(t, n.ns) {
+			t.Errorf("%s: no nft table %s in its namespace", n.Name, natTable)
+		}
+	}
+	if !hasTable(t, h) {
+		t.Errorf("no nft table %s in the host namespace", natTable)
+	}
+	tap := a.TakeTap()
+	if tap == nil || a.TakeTap() != nil {
+		t.Errorf("TakeTap: %v, then not nil", tap)
+	}
+	tap.Close()
+	if err := a.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.host.LinkByName("sfn0"); err == nil {
+		t.Error("sfn0 left after Remove")
+	}
+	if err := b.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasTable(t *testing.T, ns netns.NsHandle) bool {
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range ts {
+		if tb.Name == natTable {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOpenAfterRestart: a daemon that exits leaves the network of a
+// running machine as it is (Release); the next one finds it through the
+// machine's tap descriptor (here this process's own) and takes its
+// filter over with a new policy. Once the last descriptor of the tap
+// closes (the VMM ended while no daemon ran), the kernel removes the
+// namespace and with it both ends of the veth: nothing is left.
+func TestOpenAfterRestart(t *testing.T) {
+	m, _ := newManager(t)
+	a, err := m.Create("a.1", mustParse(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := a.TakeTap() // the "VMM"'s descriptor
+	defer tap.Close()
+	a.Release() // the daemon exits without removing anything
+	o, err := m.Open("a.1", os.Getpid(), mustParse(t, "default allow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.HostLink() != "sfn0" {
+		t.Errorf("Open: host link %q, want sfn0", o.HostLink())
+	}
+	tl, _ := o.h.LinkByName(tapName)
+	if flt, err := o.h.FilterList(tl, netlink.HANDLE_MIN_INGRESS); err != nil || len(flt) != 1 {
+		t.Errorf("after Open: ingress filters %v %v, want one", flt, err)
+	}
+	if got := o.Policy().String(); got != "default allow\n" {
+		t.Errorf("after Open: policy %q", got)
+	}
+	o.Release()
+	tap.Close()
+	// The namespace's teardown is the kernel's (a work queue): wait for
+	// it, bounded by a count, not timed.
+	for i := 0; ; i++ {
+		if _, err := m.host.LinkByName("sfn0"); err != nil {
+			break
+		}
+		if i == 200 {
+			t.Fatal("sfn0 still there 200 polls after the tap's last descriptor closed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

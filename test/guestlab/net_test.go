@@ -1,0 +1,233 @@
+package guestlab
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// servers are the TCP servers of TestNetwork, in a namespace of the
+// test's own behind the lab's: each answers "hello <its address>".
+var netServers = []string{"198.51.100.1", "198.51.100.2"}
+
+// netServe makes namespace srv joined to the lab's by a veth
+// (netlab0 198.51.100.254/24 here, netlab1 in srv with the servers'
+// addresses) and serves TCP port 8080 on each server address in it.
+// Traffic from a guest reaches it through the guest's namespace and the
+// lab's, NATed twice, and stays inside the lab.
+func netServe(t *testing.T) {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lns []net.Listener
+	if e := netns.Set(orig); e != nil {
+		panic(e) // this thread is in srv: never unlock it
+	}
+	runtime.UnlockOSThread()
+	orig.Close()
+	t.Cleanup(func() { srv.Close() })
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "netlab0"}, PeerName: "netlab1", PeerNamespace: netlink.NsFd(srv)}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netlink.LinkDel(veth) })
+	host, _ := netlink.LinkByName("netlab0")
+	must(t, netlink.AddrAdd(host, addr(t, "198.51.100.254/24")))
+	must(t, netlink.LinkSetUp(host))
+	sh, err := netlink.NewHandleAt(srv, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	peer, err := sh.LinkByName("netlab1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range netServers {
+		must(t, sh.AddrAdd(peer, addr(t, a+"/24")))
+	}
+	must(t, sh.LinkSetUp(peer))
+	// The listeners are made in srv (a socket stays in the namespace it
+	// was made in), on a thread of their own that is never unlocked.
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := netns.Set(srv); err != nil {
+			done <- err
+			return
+		}
+		for _, a := range netServers {
+			l, err := net.Listen("tcp", a+":8080")
+			if err != nil {
+				done <- err
+				return
+			}
+			lns = append(lns, l)
+		}
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lns {
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(c, "hello %s\n", strings.Split(l.Addr().String(), ":")[0])
+				c.Close()
+			}
+		}()
+	}
+}
+
+func must(t *testing.T, err error) {
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func addr(t *testing.T, s string) *netlink.Addr {
+	a, err := netlink.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// connPy is put in each guest as /root/conn.py: it connects to host
+// argv[1] port argv[2] and prints "ok <first line>" or "err <errno>"
+// (111 ECONNREFUSED: the policy's reset; "timeout" after 20 s).
+const connPy = `import socket, sys
+s = socket.socket()
+s.settimeout(20)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    print("ok", s.makefile().readline().strip())
+except socket.timeout:
+    print("err timeout")
+except OSError as e:
+    print("err", e.errno)
+`
+
+// conn runs conn.py in sandbox id's guest.
+func (d *daemon) conn(t *testing.T, id, host string) string {
+	t.Helper()
+	out := d.mustSh(t, "echo 'python3 /root/conn.py "+host+" 8080' > sandboxes/"+id+"/exec; cat sandboxes/"+id+"/exec")
+	return strings.TrimSpace(out)
+}
+
+// netState is the host links of this daemon's sandboxes: the sfn<slot>
+// named by each one's net/addr transit address.
+func (d *daemon) hostLink(t *testing.T, id string) string {
+	t.Helper()
+	a := strings.TrimSpace(d.mustSh(t, "cat sandboxes/"+id+"/net/addr"))
+	const want = "guest=169.254.68.6/30 gateway=169.254.68.5 dns=169.254.68.5 transit=100.127."
+	if !strings.HasPrefix(a, want) {
+		t.Fatalf("%s: net/addr %q; want it to start %q", id, a, want)
+	}
+	ip := net.ParseIP(strings.TrimPrefix(a, want[:len(want)-len("100.127.")])).To4()
+	return fmt.Sprintf("sfn%d", (int(ip[2])<<8|int(ip[3]))/2)
+}
+
+func linkExists(name string) bool {
+	_, err := netlink.LinkByName(name)
+	return err == nil
+}
+
+// TestNetwork: sandboxes' networks through the daemon, with real guests.
+// A guest with the default policy (deny) gets a reset (ECONNREFUSED) for
+// a TCP connection; one whose new gave net='allow 198.51.100.1' reaches
+// that server through both NATs and not the other; a write of its
+// net/policy opens the other at once, with no restart; bad text is
+// refused and changes nothing. Killing a sandbox removes its host link.
+// After the daemon is killed (SIGKILL) and started again, the adopted
+// sandbox keeps its network and policy, a new policy write takes effect
+// (the filter taken over), and one whose VMM died meanwhile has left no
+// host link; killing the last leaves none.
+func TestNetwork(t *testing.T) {
+	need(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("the lab runs tests as root")
+	}
+	netServe(t)
+	d := startDaemon(t)
+	d.mustSh(t, `echo new nd > ctl; echo "new na net='allow 198.51.100.1'" > ctl; echo new nk > ctl`)
+	for _, id := range []string{"nd", "na", "nk"} {
+		d.waitAgent(t, id)
+		if err := os.WriteFile(filepath.Join(d.mnt, "sandboxes", id, "fs/root/conn.py"), []byte(connPy), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{}
+	for _, id := range []string{"nd", "na", "nk"} {
+		links[id] = d.hostLink(t, id)
+		if !linkExists(links[id]) {
+			t.Errorf("%s: host link %s missing", id, links[id])
+		}
+	}
+	check := func(id, host, want string) {
+		t.Helper()
+		if got := d.conn(t, id, host); got != want {
+			t.Errorf("%s -> %s:8080: %q; want %q", id, host, got, want)
+		}
+	}
+	check("nd", "198.51.100.1", "err 111")
+	check("na", "198.51.100.1", "ok hello 198.51.100.1")
+	check("na", "198.51.100.2", "err 111")
+
+	d.mustSh(t, `printf 'allow 198.51.100.0/24\n' > sandboxes/na/net/policy`)
+	check("na", "198.51.100.2", "ok hello 198.51.100.2")
+	if _, err := d.sh(t, `echo 'permit 198.51.100.1' > sandboxes/na/net/policy`); err == nil {
+		t.Error("a bad policy write succeeded")
+	}
+	if e := d.mustSh(t, "cat sandboxes/na/err"); e != "policy: line 1: unknown verb \"permit\"\n" {
+		t.Errorf("err after a bad policy: %q", e)
+	}
+	if p := d.mustSh(t, "cat sandboxes/na/net/policy"); p != "default deny\nallow 198.51.100.0/24\n" {
+		t.Errorf("policy after a bad write: %q", p)
+	}
+
+	d.mustSh(t, "echo kill > sandboxes/nd/ctl")
+	if linkExists(links["nd"]) {
+		t.Errorf("nd killed: host link %s still there", links["nd"])
+	}
+
+	before := d.mustSh(t, "cat sandboxes/nk/status")
+	d.stop(syscall.SIGKILL)
+	killWait(t, statusPid(t, before))
+	d.serve(t)
+	t.Log("daemon killed (SIGKILL) and started again; nk's VMM killed meanwhile")
+	check("na", "198.51.100.2", "ok hello 198.51.100.2")
+	d.mustSh(t, `printf 'default deny\nallow 198.51.100.2\n' > sandboxes/na/net/policy`)
+	check("na", "198.51.100.1", "err 111")
+	check("na", "198.51.100.2", "ok hello 198.51.100.2")
+	if linkExists(links["nk"]) && links["nk"] != links["na"] {
+		// The kernel removes a namespace (and its veth) in a work
+		// queue after its last holder goes; it has had a daemon
+		// restart's time, so a link still there is a leak.
+		t.Errorf("nk's VMM ended while no daemon ran: host link %s still there", links["nk"])
+	}
+	d.mustSh(t, "echo kill > sandboxes/na/ctl")
+	if linkExists(links["na"]) {
+		t.Errorf("na killed: host link %s still there", links["na"])
+	}
+}
