@@ -25,9 +25,11 @@ import (
 type WorldBackend interface {
 	// Diff is the change set, one change a line, sorted.
 	Diff() (string, error)
-	// Apply writes the changes into the lower; unless force, it refuses
-	// (EBUSY, naming the paths) if any changed there since.
-	Apply(force bool) error
+	// Apply writes the changes into the lower with as's file system
+	// credentials (the kernel refuses what as could not write); unless
+	// force, it refuses (EBUSY, naming the paths) if any changed there
+	// since.
+	Apply(force bool, as cred.Cred) error
 	Discard() error
 	// Rebase drops the changes the lower now has too; it returns how many.
 	Rebase() (int, error)
@@ -388,16 +390,20 @@ func (p *Plane) worldDo(c Command, v *Verb, f func(WorldBackend) (string, error)
 	return reply, nil
 }
 
-// worldApply writes into the lower as the daemon (root), not as the
-// world's owner, who was only checked to read it (and whose files in the
-// upper are the daemon's, with the modes the guest chose, setuid
-// included): root only, until the writes run with the owner's
-// credentials.
+// worldApply writes into the lower as the world's owner, who was only
+// checked to read it: the kernel refuses every write the owner could not
+// make. The owner's own apply uses their groups too; root's apply of
+// another's world uses the owner's uid and gid alone.
 func (p *Plane) worldApply(ctx context.Context, c Command, v *Verb) (string, error) {
-	if who := cred.Of(ctx); !who.Privileged() {
-		return "", Errorf(syscall.EPERM, "%s: writes into the lower as the daemon: root only (%s)", v.Name, who)
+	wi, err := p.LookupWorld(c.World)
+	if err != nil {
+		return "", err
 	}
-	return p.worldDo(c, v, func(b WorldBackend) (string, error) { return "", b.Apply(len(c.Args) == 1) })
+	as := cred.Cred{UID: wi.Owner.UID, GID: wi.Owner.GID}
+	if who := cred.Of(ctx); who.UID == wi.Owner.UID {
+		as = who
+	}
+	return p.worldDo(c, v, func(b WorldBackend) (string, error) { return "", b.Apply(len(c.Args) == 1, as) })
 }
 
 func (p *Plane) worldDiscard(_ context.Context, c Command, v *Verb) (string, error) {

@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,9 +36,9 @@ func (f *fakeWorld) Restore(dir string) error {
 }
 
 func (f *fakeWorld) Diff() (string, error) { return "added x\n", nil }
-func (f *fakeWorld) Apply(force bool) error {
+func (f *fakeWorld) Apply(force bool, as cred.Cred) error {
 	if force {
-		f.calls = append(f.calls, "apply force")
+		f.calls = append(f.calls, fmt.Sprintf("apply force as %d", as.UID))
 		return nil
 	}
 	f.calls = append(f.calls, "apply")
@@ -101,7 +102,7 @@ func TestWorldVerbs(t *testing.T) {
 			t.Errorf("%s: %v", m, err)
 		}
 	}
-	if got := strings.Join(f.calls, ","); got != "apply,apply force,discard,rebase" {
+	if got := strings.Join(f.calls, ","); got != "apply,apply force as 0,discard,rebase" {
 		t.Errorf("calls %s", got)
 	}
 	if _, err := p.WorldCtl(as(t, alice), "w1", []byte("discard")); Errno(err) != syscall.EPERM {

@@ -2,10 +2,13 @@ package world
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/cred"
 )
 
 // ConflictError is Apply's refusal: the paths whose lower entry changed
@@ -40,11 +43,35 @@ func (w *World) noChanges(verb string) error {
 // over it, the directory synced, and only then the upper's entry
 // removed; a killed Apply leaves each lower file old or new and the rest
 // of the upper in place, and a re-run completes it. The world is stopped
-// (layers held) meanwhile.
+// (layers held) meanwhile. It writes as the daemon (ApplyAs: as a user).
 func (w *World) Apply(force bool) error {
 	if err := w.noChanges("apply"); err != nil {
 		return err
 	}
+	return w.apply(force, lowerWriter{})
+}
+
+// ApplyAs is Apply writing into the lower with who's file system
+// credentials (userThread): the kernel refuses (EACCES, EPERM) every
+// change who could not make there, and what it makes is who's. The
+// upper is read and tidied as the daemon. Who the daemon runs as
+// applies as itself.
+func (w *World) ApplyAs(force bool, who cred.Cred) error {
+	if err := w.noChanges("apply"); err != nil {
+		return err
+	}
+	if int(who.UID) == os.Geteuid() {
+		return w.apply(force, lowerWriter{})
+	}
+	t, err := startUser(who)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	defer t.stop()
+	return w.apply(force, lowerWriter{t: t, who: who})
+}
+
+func (w *World) apply(force bool, lw lowerWriter) error {
 	w.layers.Lock()
 	defer w.layers.Unlock()
 	defer w.changed()
@@ -58,7 +85,7 @@ func (w *World) Apply(force bool) error {
 		}
 	}
 	for _, ch := range chs {
-		if err := w.applyOne(ch); err != nil {
+		if err := w.applyOne(ch, lw); err != nil {
 			return fmt.Errorf("apply: %s %q: %w", ch.Kind, ch.Path, err)
 		}
 	}
@@ -132,13 +159,16 @@ func (w *World) sameAsLower(p string, ls *unix.Stat_t) bool {
 }
 
 // applyOne writes one change into the lower.
-func (w *World) applyOne(ch Change) error {
+func (w *World) applyOne(ch Change, lw lowerWriter) error {
 	switch {
 	case ch.Kind == Deleted:
-		if err := removeAll(w.lower, ch.Path); err != nil {
-			return err
-		}
-		if err := syncParent(w.lower, ch.Path); err != nil {
+		err := lw.run(func() error {
+			if err := removeAll(w.lower, ch.Path); err != nil {
+				return err
+			}
+			return syncParent(w.lower, ch.Path)
+		})
+		if err != nil {
 			return err
 		}
 		if err := inParent(w.upper, ch.Path, unwhite); err != nil {
@@ -146,23 +176,51 @@ func (w *World) applyOne(ch Change) error {
 		}
 		return w.meta.dropBase(ch.Path)
 	case ch.Dir:
-		return w.applyDir(ch.Path)
+		return w.applyDir(ch.Path, lw)
 	}
-	return w.applyFile(ch.Path)
+	return w.applyFile(ch.Path, lw)
 }
 
 // applyDir makes the directory p in the lower (or keeps the one there)
 // with the upper's mode, owner and times.
-func (w *World) applyDir(p string) error {
+func (w *World) applyDir(p string, lw lowerWriter) error {
 	us, err := lstatAt(w.upper, p)
 	if err != nil {
 		return err
 	}
-	err = inParent(w.lower, p, func(dirfd int, name string) error { return unix.Mkdirat(dirfd, name, 0o700) })
-	if err != nil && err != unix.EEXIST {
-		return err
+	st := lw.owned(&us)
+	return lw.run(func() error {
+		err := inParent(w.lower, p, func(dirfd int, name string) error { return unix.Mkdirat(dirfd, name, 0o700) })
+		if err != nil && err != unix.EEXIST {
+			return err
+		}
+		return withAt(w.lower, p, unix.O_PATH|unix.O_DIRECTORY, func(fd int) error { return copyAttrs(fd, st) })
+	})
+}
+
+// lowerWriter is how Apply writes into the lower: as the daemon (t nil)
+// or on a userThread with who's credentials.
+type lowerWriter struct {
+	t   *userThread
+	who cred.Cred
+}
+
+// run runs f, which writes into the lower.
+func (lw lowerWriter) run(f func() error) error {
+	if lw.t == nil {
+		return f()
 	}
-	return withAt(w.lower, p, unix.O_PATH|unix.O_DIRECTORY, func(fd int) error { return copyAttrs(fd, &us) })
+	return lw.t.run(f)
+}
+
+// owned is st as the lower gets it: the user's own when written as a
+// user (who may give files to nobody else).
+func (lw lowerWriter) owned(st *unix.Stat_t) *unix.Stat_t {
+	c := *st
+	if lw.t != nil {
+		c.Uid, c.Gid = lw.who.UID, lw.who.GID
+	}
+	return &c
 }
 
 // tidy removes, bottom-up, the opaque markers and the directories an

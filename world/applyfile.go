@@ -11,25 +11,40 @@ import (
 // under a temporary name beside it (".sandfs-apply-<upper inode>"),
 // synced, renamed into place, the directory synced; then the upper's
 // entry is removed.
-func (w *World) applyFile(p string) error {
+// The upper's file is read as the daemon, the lower written through lw.
+func (w *World) applyFile(p string, lw lowerWriter) error {
 	us, err := lstatAt(w.upper, p)
 	if err != nil {
 		return err
 	}
-	err = inParent(w.lower, p, func(ldir int, name string) error {
-		tmp := ".sandfs-apply-" + strconv.FormatUint(us.Ino, 10)
-		if err := unix.Unlinkat(ldir, tmp, 0); err != nil && err != unix.ENOENT {
-			return err
-		}
-		if err := w.writeLower(p, &us, ldir, tmp); err != nil {
-			unix.Unlinkat(ldir, tmp, 0)
-			return err
-		}
-		if err := unix.Renameat(ldir, tmp, ldir, name); err != nil {
-			unix.Unlinkat(ldir, tmp, 0)
-			return err
-		}
-		return syncDir(ldir)
+	src := upperFile{fd: -1}
+	switch {
+	case isLink(&us):
+		src.target, err = readlinkAt(w.upper, p)
+	case isReg(&us):
+		src.fd, err = openAt(w.upper, p, unix.O_RDONLY, 0)
+		defer unix.Close(src.fd)
+	}
+	if err != nil {
+		return err
+	}
+	st := lw.owned(&us)
+	err = lw.run(func() error {
+		return inParent(w.lower, p, func(ldir int, name string) error {
+			tmp := ".sandfs-apply-" + strconv.FormatUint(us.Ino, 10)
+			if err := unix.Unlinkat(ldir, tmp, 0); err != nil && err != unix.ENOENT {
+				return err
+			}
+			if err := writeLower(src, st, ldir, tmp); err != nil {
+				unix.Unlinkat(ldir, tmp, 0)
+				return err
+			}
+			if err := unix.Renameat(ldir, tmp, ldir, name); err != nil {
+				unix.Unlinkat(ldir, tmp, 0)
+				return err
+			}
+			return syncDir(ldir)
+		})
 	})
 	if err != nil {
 		return err
@@ -43,20 +58,23 @@ func (w *World) applyFile(p string) error {
 	return w.meta.dropBase(p)
 }
 
+// upperFile is what apply read of an upper file: a regular file open,
+// or a symbolic link's text.
+type upperFile struct {
+	fd     int
+	target string
+}
+
 // writeLower makes tmp in the lower directory ldir a synced copy of the
-// upper's p (us), never setuid or setgid: the upper's files are the
-// daemon's with the modes a guest chose.
-func (w *World) writeLower(p string, upper *unix.Stat_t, ldir int, tmp string) error {
+// upper's file src (its attributes upper), never setuid or setgid: the
+// upper's files are the daemon's with the modes a guest chose.
+func writeLower(src upperFile, upper *unix.Stat_t, ldir int, tmp string) error {
 	st := *upper
 	st.Mode &^= unix.S_ISUID | unix.S_ISGID
 	us := &st
 	switch {
 	case isLink(us):
-		target, err := readlinkAt(w.upper, p)
-		if err != nil {
-			return err
-		}
-		if err := unix.Symlinkat(target, ldir, tmp); err != nil {
+		if err := unix.Symlinkat(src.target, ldir, tmp); err != nil {
 			return err
 		}
 		return withAt(ldir, tmp, unix.O_PATH, func(fd int) error { return copyAttrs(fd, us) })
@@ -66,17 +84,12 @@ func (w *World) writeLower(p string, upper *unix.Stat_t, ldir int, tmp string) e
 		}
 		return withAt(ldir, tmp, unix.O_PATH, func(fd int) error { return copyAttrs(fd, us) })
 	}
-	src, err := openAt(w.upper, p, unix.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(src)
 	dst, err := unix.Openat(ldir, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dst)
-	if err := copyRange(src, dst, nil); err != nil {
+	if err := copyRange(src.fd, dst, nil); err != nil {
 		return err
 	}
 	if err := copyAttrs(dst, us); err != nil {

@@ -230,7 +230,7 @@ func (b *worldBackend) Diff() (string, error) {
 }
 
 // Apply implements ctl.WorldBackend.Apply.
-func (b *worldBackend) Apply(force bool) error { return b.w.Apply(force) }
+func (b *worldBackend) Apply(force bool, as cred.Cred) error { return b.w.ApplyAs(force, as) }
 
 // Discard implements ctl.WorldBackend.Discard.
 func (b *worldBackend) Discard() error { return b.w.Discard() }
