@@ -2,13 +2,13 @@
 #
 #   make test    build everything (binaries, kernel, template), run host tests,
 #                the fuzz targets (make fuzz, FUZZTIME each), then the lab-only
-#                test binaries inside one lab boot
+#                test binaries inside one lab boot, then the E2B SDK suite
 #   make run     start sandfs (natively, or inside the lab where the host
 #                cannot run guests) and mount the tree at /mnt/sandfs
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check bench-netpolicy
+.PHONY: build kernel template lab probe test test-unit test-lab test-e2b fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check bench-netpolicy
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/lab, tools/kernel, tools/template.
@@ -67,6 +67,11 @@ bpf-check: bpf
 test-lab: lab template
 	tools/lab/test-lab.sh
 
+# The E2B SDK suite (test/e2b: the real npm `e2b` package against sandfs
+# serve --e2b, in the lab or natively; docs/e2b.md).
+test-e2b: build kernel template
+	test/e2b/run.sh
+
 # The host probe decides once: where guests run natively the host stage
 # runs every test, guests included; elsewhere the guest tests hand off
 # (skip) on the host and the lab stage runs test/lab-packages in one lab
@@ -83,8 +88,10 @@ test: build kernel template bpf-check
 		echo "== make test: lab tests (test/lab-packages, one lab boot)"; \
 		tools/lab/test-lab.sh; labrc=$$?; \
 	fi; \
-	echo "== make test: host tests exit $$unit, fuzz exit $$fuzzrc, lab tests exit $$labrc"; \
-	[ $$unit = 0 ] && [ $$fuzzrc = 0 ] && [ $$labrc = 0 ]
+	echo "== make test: E2B SDK suite (test/e2b)"; \
+	test/e2b/run.sh; e2brc=$$?; \
+	echo "== make test: host tests exit $$unit, fuzz exit $$fuzzrc, lab tests exit $$labrc, e2b exit $$e2brc"; \
+	[ $$unit = 0 ] && [ $$fuzzrc = 0 ] && [ $$labrc = 0 ] && [ $$e2brc = 0 ]
 
 run: build kernel template
 	tools/lab/run.sh

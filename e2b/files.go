@@ -93,7 +93,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			}
 			dst := q.Get("path")
 			if dst == "" {
-				dst = part.FileName()
+				dst = rawFileName(part)
 			}
 			if dst == "" {
 				envdError(w, http.StatusBadRequest, "a file part needs a path or a file name")
@@ -158,9 +158,43 @@ func writeFile(sc *sandboxCall, p string, body io.Reader) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.CopyBuffer(f, body, make([]byte, 256<<10))
+	err = copyFull(f, body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// rawFileName is a part's file name as sent: the destination path
+// (multipart.Part.FileName keeps only its last element).
+func rawFileName(p *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}
+
+// writeChunk is the size of one write to the tree: a multipart reader
+// hands out 4 KiB at a time, and each write is a round trip to the guest.
+const writeChunk = 256 << 10
+
+// copyFull copies src to dst in writes of writeChunk bytes (the last
+// one shorter).
+func copyFull(dst io.Writer, src io.Reader) error {
+	buf := make([]byte, writeChunk)
+	for {
+		n, err := io.ReadFull(src, buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

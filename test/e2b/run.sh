@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# test/e2b/run.sh: the E2B SDK suite (*.test.mjs, node's test runner) with
+# the real `e2b` package from npm against a live sandfs serve --e2b: in
+# the lab where this host cannot run guests (its port forwarded to
+# 127.0.0.1:$SANDFS_E2B_PORT, default 3000), else natively. The npm
+# packages (package-lock.json) are installed with `npm ci` into
+# ${SANDFS_CACHE:-/var/cache/sandfs}/npm, once per lock file. Exit status:
+# the suite's; 1 if the service never answered.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+port=${SANDFS_E2B_PORT:-3000}
+cache=${SANDFS_CACHE:-/var/cache/sandfs}/npm
+key=e2b_test_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+say() { printf '== test/e2b: %s\n' "$*"; }
+
+command -v node >/dev/null && command -v npm >/dev/null || { echo "test/e2b: node and npm are needed (apt-get install nodejs npm)" >&2; exit 1; }
+node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 18) ? 0 : 1)' ||
+	{ echo "test/e2b: the e2b SDK needs Node.js >= 20.18; this is $(node --version)" >&2; exit 1; }
+sum=$(cat test/e2b/package.json test/e2b/package-lock.json | sha256sum | cut -c1-16)
+dir=$cache/e2b-$sum
+if [ ! -d "$dir/node_modules" ]; then
+	say "npm ci into $dir"
+	rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+	cp test/e2b/package.json test/e2b/package-lock.json "$dir.tmp/"
+	(cd "$dir.tmp" && npm ci --no-audit --no-fund --cache "$cache/.npm")
+	rm -rf "$dir" && mv "$dir.tmp" "$dir"
+fi
+rm -f "$dir"/*.mjs
+cp test/e2b/*.mjs "$dir/"
+
+tmp=$(mktemp -d)
+if bin/sandfs probe -q; then
+	say "sandfs serve --e2b 127.0.0.1:$port (natively)"
+	SANDFS_E2B_KEY=$key bin/sandfs serve --state "$tmp/state" --mount= --listen "unix:$tmp/sock" \
+		--e2b "127.0.0.1:$port" >"$tmp/serve.log" 2>&1 &
+else
+	say "sandfs serve --e2b in the lab, 127.0.0.1:$port forwarded"
+	bin/sandfs lab -p "$port:3000" -e "SANDFS_E2B_KEY=$key" -timeout 20m -- \
+		/opt/sandfs/bin/sandfs serve --state /tmp/state --mount= --listen unix:/tmp/sandfs.sock \
+		--e2b 0.0.0.0:3000 >"$tmp/serve.log" 2>&1 &
+fi
+pid=$!
+stop() {
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap stop EXIT
+
+# Wait for the service (an answer to GET /v2/sandboxes with the key), not
+# the port: the lab's forward accepts before the daemon listens.
+export E2B_API_URL=http://127.0.0.1:$port E2B_SANDBOX_URL=http://127.0.0.1:$port E2B_API_KEY=$key
+up=0
+for _ in $(seq 240); do
+	if ! kill -0 "$pid" 2>/dev/null; then break; fi
+	if node -e 'fetch(process.env.E2B_API_URL + "/v2/sandboxes", {headers: {"X-API-KEY": process.env.E2B_API_KEY}})
+		.then(r => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))' 2>/dev/null; then
+		up=1
+		break
+	fi
+	sleep 1
+done
+if [ $up = 0 ]; then
+	echo "test/e2b: the E2B service never answered on 127.0.0.1:$port; its log:" >&2
+	cat "$tmp/serve.log" >&2
+	exit 1
+fi
+say "service up; running the suite"
+rc=0
+(cd "$dir" && node --test --test-concurrency=1 --test-timeout=300000 *.test.mjs) || rc=$?
+if [ $rc != 0 ]; then
+	echo "test/e2b: the suite failed ($rc); the daemon's log:" >&2
+	tail -n 100 "$tmp/serve.log" >&2
+fi
+exit $rc
