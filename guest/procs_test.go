@@ -429,9 +429,17 @@ func TestSignalGroupStdinOffPTYEOF(t *testing.T) {
 	if w := waitLine(t, root, n); !strings.Contains(w, "killed signal=9") {
 		t.Errorf("group kill: %q", w)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if b, err := os.ReadFile("/proc/" + child + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
-		t.Errorf("child %s survived the group kill: %s", child, b)
+	// A killed child that has not run since (a loaded host) is still
+	// there with the signal pending: give it time to die.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + child + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("child %s survived the group kill by 10 s: %s", child, b)
+			break
+		}
 	}
 	if got := readAll(t, out); len(got) != 0 {
 		t.Errorf("more output: %q", got)
