@@ -202,7 +202,7 @@ func TestUpperView(t *testing.T) {
 	if err := v.write("x", "y"); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("write in the upper view: %v, want EROFS", err)
 	}
-	if s, err := w.Status(); err != nil || s != "changes=2 copying=0/0" {
+	if s, err := w.Status(); err != nil || s != "changes=2 copying=0/0 copied=0/0 copytime=0ms" {
 		t.Errorf("status %q, %v", s, err)
 	}
 	must(t, w.Discard())

@@ -2,6 +2,7 @@ package world
 
 import (
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -198,13 +199,20 @@ func (w *World) copyData(path string, dst int, size int64) error {
 	w.copyTotal.Add(size)
 	var done int64
 	defer func() { w.copyTotal.Add(-size); w.copyDone.Add(-done) }()
-	return copyRange(src, dst, func(n int) {
+	start := time.Now()
+	err = copyRange(src, dst, func(n int) {
 		done += int64(n)
 		w.copyDone.Add(int64(n))
 		if w.copyHook != nil {
 			w.copyHook()
 		}
 	})
+	if err == nil {
+		w.copies.Add(1)
+		w.copiedBytes.Add(done)
+		w.copyNanos.Add(int64(time.Since(start)))
+	}
+	return err
 }
 
 func splitPath(path string) []string {

@@ -118,6 +118,9 @@ func TestCopyUpDoesNotBlock(t *testing.T) {
 	if d, total := w.Copying(); d != 0 || total != 0 {
 		t.Errorf("after: copying %d of %d", d, total)
 	}
+	if c := w.Copied(); c.Files != 1 || c.Bytes != int64(len(big)) || c.Time <= 0 {
+		t.Errorf("after: copied %+v, want 1 file of %d bytes", c, len(big))
+	}
 	wantDisk(t, filepath.Join(w.Upper(), "big.bin"), string(big))
 }
 

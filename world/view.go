@@ -54,15 +54,19 @@ func (v *World) setUpper(fd int) error {
 	return nil
 }
 
-// Status is the end of the world's status line: how many changes, and
-// the bytes of the copy-ups under way (done/total).
+// Status is the end of the world's status line: how many changes, the
+// bytes of the copy-ups under way (done/total), and the cost of the
+// copy-ups with data finished since the world was opened (files/bytes,
+// the time they streamed).
 //
-//	changes=3 copying=1048576/4194321
+//	changes=3 copying=1048576/4194321 copied=2/8388608 copytime=41ms
 func (w *World) Status() (string, error) {
 	chs, err := w.Diff()
 	if err != nil {
 		return "", err
 	}
 	done, total := w.Copying()
-	return fmt.Sprintf("changes=%d copying=%d/%d", len(chs), done, total), nil
+	c := w.Copied()
+	return fmt.Sprintf("changes=%d copying=%d/%d copied=%d/%d copytime=%dms",
+		len(chs), done, total, c.Files, c.Bytes, c.Time.Milliseconds()), nil
 }

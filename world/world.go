@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,8 +70,11 @@ type World struct {
 	view *World // the UpperView, once asked for; guarded by mu
 
 	copyDone, copyTotal atomic.Int64 // bytes of copy-ups under way (status)
-	copyHook            func()       // tests: called after a copy-up's first chunk
-	applyHook           func(string) // tests: called when a file is in the lower, before its upper entry goes
+	// The cost of the copy-ups with data finished since Open: how many,
+	// their bytes, the time they streamed (status).
+	copies, copiedBytes, copyNanos atomic.Int64
+	copyHook                       func()       // tests: called after a copy-up's first chunk
+	applyHook                      func(string) // tests: called when a file is in the lower, before its upper entry goes
 }
 
 // Open opens the world kept in dir over lower (an absolute path without
@@ -165,6 +169,17 @@ func (w *World) Upper() string { return filepath.Join(w.dir, "upper") }
 // Copying returns the bytes copied so far and in all of the copy-ups
 // under way.
 func (w *World) Copying() (done, total int64) { return w.copyDone.Load(), w.copyTotal.Load() }
+
+// CopyCost is what the copy-ups with data finished since Open cost.
+type CopyCost struct {
+	Files, Bytes int64
+	Time         time.Duration // streaming them, summed
+}
+
+// Copied returns the cost of the finished copy-ups.
+func (w *World) Copied() CopyCost {
+	return CopyCost{Files: w.copies.Load(), Bytes: w.copiedBytes.Load(), Time: time.Duration(w.copyNanos.Load())}
+}
 
 // shadowed reports whether the upper holds an entry or a whiteout at
 // path: origins of other paths are stale (a killed Discard's).

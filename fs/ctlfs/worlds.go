@@ -144,7 +144,7 @@ func worldDiffFile(n worldNode, mode iofs.FileMode) sfs.Node {
 // fields only at the end): ctl.WorldInfo.Line, then the world's own
 // (changes, copy-ups under way: bytes done/total):
 //
-//	w1 mode=overlay owner=1000 created=1764423000 lower=/home/alice/project changes=3 copying=0/0
+//	w1 mode=overlay owner=1000 created=1764423000 lower=/home/alice/project changes=3 copying=0/0 copied=1/5 copytime=0ms
 func worldStatusFile(n worldNode, mode iofs.FileMode) sfs.Node {
 	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
 		wb, err := n.p.World(n.wi.Name)
@@ -252,7 +252,7 @@ func (b *worldBackend) Restore(dir string) error { return b.w.Restore(dir) }
 func (b *worldBackend) Status() string {
 	s, err := b.w.Status()
 	if err != nil {
-		return "changes=? copying=0/0"
+		return "changes=? copying=0/0 copied=0/0 copytime=0ms"
 	}
 	return s
 }
