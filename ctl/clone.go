@@ -82,6 +82,9 @@ func (s *Sandbox) clone(ctx context.Context, c Command, v *Verb) (string, error)
 			if rerr == nil {
 				rerr = cb.remove(cloneRm)
 			}
+			if rerr == nil {
+				rerr = p.dropFork(cb, cfg.World)
+			}
 			if rerr != nil {
 				p.log.Error("clone: cannot remove a clone of a failed clone", "sandbox", cb.id, "err", rerr)
 			}

@@ -150,6 +150,16 @@ func (s *Sandbox) forkWorld(verb string) error {
 	return nil
 }
 
+// dropFork removes the world forkWorld made for cb from world src (a
+// clone that failed: nothing of it stays).
+func (p *Plane) dropFork(cb *Sandbox, src string) error {
+	name := cb.Config().World
+	if src == "" || name != forkName(src, cb.id) {
+		return nil
+	}
+	return p.removeWorld("clone", name)
+}
+
 // forkName is the name of the world forked for sandbox id from world w:
 // "<w>-<id>", w shortened to fit a name (at most 63 bytes).
 func forkName(w, id string) string {

@@ -13,7 +13,8 @@ import (
 // world of its own holding a copy of them.
 func TestWorldSnapshots(t *testing.T) {
 	dir := t.TempDir()
-	p, _ := openPlane(t, dir, newFakeRuntime())
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
 	opened := map[string]*fakeWorld{}
 	p.SetWorldOpener(worldsOpener(opened))
 	lower := t.TempDir()
@@ -60,6 +61,17 @@ func TestWorldSnapshots(t *testing.T) {
 	}
 	if wa.state != "v3" {
 		t.Errorf("the source's world after the clone: %q", wa.state)
+	}
+	// A clone that fails leaves no world behind.
+	rt.mu.Lock()
+	rt.failRestore = len(rt.froms) + 2
+	rt.mu.Unlock()
+	before := len(p.Worlds())
+	if err := s.Ctl(as(t, alice), []byte("clone 3 concurrency=1")); err == nil {
+		t.Fatal("a clone whose second restore fails succeeded")
+	}
+	if n := len(p.Worlds()); n != before {
+		t.Errorf("worlds after a failed clone: %d, want %d", n, before)
 	}
 	if _, err := p.Ctl(as(t, bob), []byte("new other from=s1")); Errno(err) != syscall.EPERM {
 		t.Errorf("bob from alice's snapshot: %v", err)
