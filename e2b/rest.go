@@ -39,6 +39,7 @@ func (s *Server) restRouter() http.Handler {
 		r.Post("/connect", s.connect)
 		r.Get("/metrics", s.metrics)
 		r.Post("/snapshots", s.snapshot)
+		r.Post("/fork", s.fork)
 	})
 	r.Post("/v2/sandboxes/{id}/connect", s.connect)
 	r.Get("/snapshots", s.listSnapshots)
@@ -122,8 +123,14 @@ func ctlMsg(c *client.Client, path, errPath, m string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	if err := f.Msg(m, errPath); err != nil {
-		return "", err
+	// A write at the file's offset moves it: the reply is read from
+	// where the message ended, as the tree gives it.
+	if _, err := f.Write([]byte(m)); err != nil {
+		e := &client.Error{Op: "write " + path, Errno: msg.Errno(err)}
+		if b, rerr := c.ReadFile(errPath); rerr == nil {
+			e.Text = strings.TrimSpace(string(b))
+		}
+		return "", e
 	}
 	b, err := io.ReadAll(f)
 	return strings.TrimSpace(string(b)), err

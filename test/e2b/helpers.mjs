@@ -16,6 +16,13 @@ export async function create(opts = {}) {
   return sbx
 }
 
+// track adds a sandbox made otherwise (from a snapshot, a fork) to
+// those killAll kills.
+export function track(sbx) {
+  made.push(sbx)
+  return sbx
+}
+
 // killAll kills what create made (a sandbox already killed answers false).
 export async function killAll() {
   await Promise.all(made.splice(0).map((s) => s.kill().catch(() => {})))
