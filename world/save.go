@@ -28,8 +28,9 @@ type SaveStats struct {
 
 // Save writes a copy of the world's changes into dir, which must not
 // exist (its parent must): the upper and the origins, as they are at one
-// instant (the world's other operations wait while it runs). A world
-// without upper (UnsafeRW) has nothing to save (EINVAL).
+// instant (the world's other operations wait while it runs; writes
+// through files already open go on), not synced. A world without upper
+// (UnsafeRW) has nothing to save (EINVAL).
 func (w *World) Save(dir string) (SaveStats, error) {
 	var st SaveStats
 	if err := w.noChanges("save"); err != nil {
@@ -53,9 +54,10 @@ func (w *World) Save(dir string) (SaveStats, error) {
 	if err := writeSync(filepath.Join(dir, savedOrigins), encodeMeta(base, tc.mapInos(inos))); err != nil {
 		return tc.stats, fmt.Errorf("save: %w", err)
 	}
-	// One syncfs for every file of the copy: the snapshot that holds it
-	// is committed next.
-	return tc.stats, withAt(dst, "", unix.O_RDONLY|unix.O_DIRECTORY, unix.Syncfs)
+	// Not synced here: the snapshot that holds the copy syncs each of
+	// its files when it commits (ctl's syncTree), and one syncfs would
+	// flush the whole (shared) file system.
+	return tc.stats, nil
 }
 
 // Restore replaces the world's changes by those Save wrote into dir:
