@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -12,7 +13,8 @@ import (
 // world's changes with the memory; rollback brings both back and the
 // guest's /workspace works on (mounted again); a clone gets a world of
 // its own with a copy of the changes; after the daemon is killed and
-// started again, the guest's /workspace is mounted again.
+// started again, the guest's /workspace is mounted again, and so it is
+// at the resume of a sandbox paused across a restart.
 func TestWorldSnapshot(t *testing.T) {
 	need(t)
 	d := startDaemon(t)
@@ -64,7 +66,7 @@ func TestWorldSnapshot(t *testing.T) {
 		t.Errorf("the source after the clone: %q", got)
 	}
 
-	d.stop(9)
+	d.stop(syscall.SIGKILL)
 	d.serve(t)
 	var out string
 	for i := 0; i < 120 && out != "one\n"; i++ {
@@ -81,5 +83,14 @@ func TestWorldSnapshot(t *testing.T) {
 	}
 	if got := d.mustSh(t, "cat worlds/w/diff"); got != "modified a.txt\nadded r.txt\nadded re.txt\nadded s.txt\n" {
 		t.Errorf("after the restart, diff: %q", got)
+	}
+
+	// Paused across a restart: /workspace is mounted again at resume.
+	d.mustSh(t, "echo pause > sandboxes/t/ctl")
+	d.stop(syscall.SIGTERM)
+	d.serve(t)
+	d.mustSh(t, "echo resume > sandboxes/t/ctl")
+	if got := guest("t", "cat /workspace/re.txt; echo p > /workspace/p.txt; cat /workspace/p.txt"); got != "re\np\n" {
+		t.Errorf("after a restart while paused and resume: %q", got)
 	}
 }
