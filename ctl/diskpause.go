@@ -32,7 +32,9 @@ type DiskPauser interface {
 	// the runtime understands, kept in the sandbox's record.
 	SaveToDisk(ctx context.Context) (string, error)
 	// Discard ends the machine at once, without an orderly stop (its
-	// image is durable); Done is closed when it has ended.
+	// image is durable), and returns without waiting: Done is closed
+	// when it has ended. No other machine starts in the sandbox's
+	// directory before that (Sandbox.waitEnding).
 	Discard()
 }
 
@@ -84,6 +86,7 @@ func (s *Sandbox) pauseToDisk(ctx context.Context, verb string) (bool, error) {
 	s.mu.Lock()
 	s.m, s.disk = nil, img // its watcher sees s.m replaced and leaves
 	s.mu.Unlock()
+	s.ending = m
 	// The guest link stays: the resumed guest is the same guest (its
 	// agent's processes and slots are in the image), and the tree's
 	// nodes under procs/ and fs/ hold it (a FUSE client keeps them).
@@ -111,6 +114,7 @@ func (s *Sandbox) resumeFromDisk(ctx context.Context, verb string) error {
 		return err
 	}
 	start := time.Now()
+	s.waitEnding()
 	spec := Spec{ID: s.id, Config: s.cfg, Dir: p.st.runDir(s.id), UID: s.uid}
 	m, err := dr.ResumeFromDisk(p.ctx, spec, img)
 	if err == nil && m == nil {
@@ -152,6 +156,16 @@ func (s *Sandbox) hangupLink() {
 	s.mu.Unlock()
 	if h, ok := l.(LinkHanger); ok {
 		h.Hangup()
+	}
+}
+
+// waitEnding waits until the machine that s's pause to disk ended has
+// ended (its process reaped and its files in the run directory
+// removed), before another machine starts there. op held.
+func (s *Sandbox) waitEnding() {
+	if s.ending != nil {
+		<-s.ending.Done()
+		s.ending = nil
 	}
 }
 

@@ -50,6 +50,9 @@ type Sandbox struct {
 	// disk is the image of a sandbox paused to disk (DiskPauser), whose
 	// m is then nil; "" otherwise. Changed with op and mu held.
 	disk string
+	// ending is the machine a pause to disk ended without waiting
+	// (DiskPauser.Discard), until waitEnding saw it end. op only.
+	ending Machine
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner cred.Owner) *Sandbox {

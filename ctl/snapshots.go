@@ -297,6 +297,7 @@ func (s *Sandbox) rollback(ctx context.Context, c Command, v *Verb) error {
 		s.link = nil
 	}
 	s.mu.Unlock()
+	s.waitEnding() // paused to disk: its machine's end
 	if old != nil {
 		if err := old.Stop(ctx); err != nil {
 			return Errorf(syscall.EIO, "%s: stopping %s: %s", v.Name, msg.Cite(s.id), errText(err))

@@ -43,7 +43,11 @@ func (m *vmmMachine) Boot() string { return m.boot }
 // templateCache returns the runtime's template snapshot cache, in
 // CacheDir.
 func (r *VMMRuntime) templateCache() *tmplCache {
-	r.cacheOnce.Do(func() { r.cache = &tmplCache{dir: r.CacheDir} })
+	first := false
+	r.cacheOnce.Do(func() { r.cache, first = &tmplCache{dir: r.CacheDir}, true })
+	if first {
+		r.gcTemplates() // what a daemon that rebuilt its images left
+	}
 	return r.cache
 }
 
@@ -67,7 +71,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	if tmpl == "" {
 		tmpl = "base"
 	}
-	key, err := tmplKey(tmpl, cfg.Disks[0].Path, r.KernelPath, cfg.MemBytes, cfg.CPUs, r.guestCmdline())
+	key, err := r.currentKey(tmpl, cfg.MemBytes, cfg.CPUs)
 	if err != nil {
 		return nil, Errorf(syscall.EIO, "new: template %s: %v", msg.Cite(tmpl), err)
 	}
@@ -79,6 +83,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	}
 	if built {
 		r.Log.Info("template snapshot built", "template", tmpl, "entry", entry)
+		r.gcTemplates() // the entries it replaces, if any
 	}
 	start := time.Now()
 	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {

@@ -21,7 +21,7 @@
 //	/snapshots/<snap>/ctl         snapCtlFile    verbs (rm); read: its id
 //	/worlds/, <id>/worlds/        worldsDir      every world; the one attached to the sandbox
 //	/worlds/<w>/                  worldTable     a world: ctl lower fs/ upper/ diff status (worlds.go)
-//	/templates/                   fs.EmptyDir    (registry to come)
+//	/templates/                   templatesDir   (templates.go: <t>/info, shapes, log)
 //
 // Adding a file kind: write one file with its type (a fs.Source for text,
 // a fs.Sink for messages, a fs.Opener for per-open state), then add one

@@ -3,6 +3,7 @@ package ctlfs_test
 import (
 	"context"
 	"sync"
+	"time"
 
 	"sandfs/fs/ctlfs"
 
@@ -24,6 +25,13 @@ func (fakeRuntime) Restore(ctx context.Context, s ctl.Spec, from ctl.SnapshotRef
 
 func (fakeRuntime) Reattach(ctx context.Context, s ctl.Spec) (ctl.Machine, error) {
 	return newFakeMachine(), nil
+}
+
+// Templates implements ctl.TemplateLister: base, with one shape built.
+func (fakeRuntime) Templates() ([]ctl.TemplateInfo, error) {
+	return []ctl.TemplateInfo{{Name: "base", ImageBytes: 268435456, Shapes: []ctl.TemplateShape{{
+		Key: "base-256m1c-0123456789abcdef", MemBytes: 256 << 20, CPUs: 1, DataBytes: 47185920, DiskBytes: 581632,
+		Built: time.Unix(1764423000, 0), Current: true}}}}, nil
 }
 
 type fakeMachine struct {

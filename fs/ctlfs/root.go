@@ -15,7 +15,7 @@ var rootTable = sfs.Table[*Tree]{
 	{Name: "clone", Mode: 0o660, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &cloneFile{t: t, mode: m} }},
 	{Name: "err", Mode: 0o440, New: func(t *Tree, m iofs.FileMode) sfs.Node { return errFile(t.Err, m) }},
 	{Name: "sandboxes", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &sandboxesDir{t: t, mode: m} }},
-	{Name: "templates", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return sfs.EmptyDir{Mode: m} }},
+	{Name: "templates", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &templatesDir{plane: t.plane, mode: m} }},
 	{Name: "snapshots", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &snapshotsDir{plane: t.plane, mode: m} }},
 	{Name: "worlds", Mode: iofs.ModeDir | 0o555, New: func(t *Tree, m iofs.FileMode) sfs.Node { return &worldsDir{p: t.plane, mode: m} }},
 }

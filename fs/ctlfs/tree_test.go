@@ -137,10 +137,28 @@ var checks = map[string]func(t *testing.T, tg target){
 		if err != nil || !sameNames(got, want) {
 			t.Errorf("readdir / = %v, %v; want %v", got, err, want)
 		}
-		for _, d := range []string{"templates", "worlds"} {
-			if got, err := tg.readDir(d); err != nil || len(got) != 0 {
-				t.Errorf("readdir %s = %v, %v; want empty", d, got, err)
+		if got, err := tg.readDir("worlds"); err != nil || len(got) != 0 {
+			t.Errorf("readdir worlds = %v, %v; want empty", got, err)
+		}
+	},
+	"templates show the runtime's": func(t *testing.T, tg target) {
+		if got, err := tg.readDir("templates"); err != nil || !sameNames(got, []string{"base"}) {
+			t.Errorf("readdir templates = %v, %v; want [base]", got, err)
+		}
+		if got, err := tg.readDir("templates/base"); err != nil || !sameNames(got, []string{"info", "shapes", "log"}) {
+			t.Errorf("readdir templates/base = %v, %v; want info, shapes, log", got, err)
+		}
+		for f, want := range map[string]string{
+			"templates/base/info":   "base image=268435456 shapes=1\n",
+			"templates/base/shapes": "base-256m1c-0123456789abcdef mem=256M cpus=1 data=47185920 disk=581632 built=1764423000 current=yes\n",
+			"templates/base/log":    "",
+		} {
+			if got, err := readFile(tg, f); err != nil || got != want {
+				t.Errorf("read %s = %q, %v; want %q", f, got, err, want)
 			}
+		}
+		if _, err := tg.readDir("templates/nosuch"); err == nil {
+			t.Errorf("readdir templates/nosuch = nil error; want ENOENT")
 		}
 	},
 	"ctl read gives usage": func(t *testing.T, tg target) {

@@ -215,6 +215,12 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Abort is Kill without the wait: it sends SIGKILL and returns; Done is
+// closed once the process has been reaped and what it left removed
+// (the kernel frees its memory meanwhile: in the lab, 60-220 ms of a
+// 128 MiB guest's pause to disk went to waiting for that).
+func (p *Process) Abort() { p.kill() }
+
 // Config is the process's Config (for an adopted process, what Launch
 // wrote to <socket>.json, and Socket).
 func (p *Process) Config() Config { return p.cfg }
