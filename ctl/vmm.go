@@ -77,6 +77,10 @@ type VMMRuntime struct {
 	// Net, when set, gives every machine a network of its own
 	// (vmm_net.go); nil: machines have no network device.
 	Net *sbnet.Manager
+	// DNSUpstream is the host's resolver ("host:port", UDP) that each
+	// sandbox's resolver forwards allowed names to; "" none (guests
+	// resolve no name).
+	DNSUpstream string
 
 	cacheOnce sync.Once
 	cache     *tmplCache
@@ -207,14 +211,14 @@ func (r *VMMRuntime) launch(ctx context.Context, id, netPolicy string, cfg vmmpr
 		r.netDown(n)
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
-	r.watchNet(p, n)
+	done := r.watchNet(p, n)
 	r.Log.Info("vmm started", "id", id, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
 	boot := "cold"
 	if snapshot != "" {
 		boot = "restore"
 	}
 	return &vmmMachine{p: p, uds: cfg.Vsock.UDS, console: cfg.Console, limits: string(p.Limits()), boot: boot,
-		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: image, net: n}, nil
+		work: filepath.Dir(cfg.Disks[0].Overlay), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: image, net: n, done: done}, nil
 }
 
 // config is the VMM configuration of sandbox s, whose guest boots with
@@ -340,7 +344,8 @@ type vmmMachine struct {
 	// (an adopted machine); a delta over it that the VMM refuses is
 	// taken again full.
 	lastUnsure bool
-	net        *sbnet.Net // its network (vmm_net.go), nil none
+	net        *sbnet.Net      // its network (vmm_net.go), nil none
+	done       <-chan struct{} // Done: closed when the VMM has ended and its network is gone
 }
 
 var (
@@ -359,7 +364,12 @@ func (m *vmmMachine) Resume(ctx context.Context) error { return m.p.Resume(ctx) 
 func (m *vmmMachine) Stop(ctx context.Context) error { return m.p.Stop(ctx) }
 
 // Done implements Machine.Done.
-func (m *vmmMachine) Done() <-chan struct{} { return m.p.Done() }
+func (m *vmmMachine) Done() <-chan struct{} {
+	if m.done == nil {
+		return m.p.Done()
+	}
+	return m.done
+}
 
 // Err implements Machine.Err: nil after Stop; a guest that reset or
 // powered itself off is reported as such.

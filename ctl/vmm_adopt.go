@@ -70,7 +70,7 @@ func (r *VMMRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
 	}
 	r.Log.Info("vmm adopted", "id", s.ID, "pid", p.Pid(), "limits", string(p.Limits()), "net", cfg.Labels[labelNet])
 	m := &vmmMachine{p: p, uds: vsockPath(s.Dir), console: filepath.Join(s.Dir, "console"), limits: string(p.Limits()), boot: boot,
-		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: cfg.Labels[labelImage], net: n}
+		work: WorkDir(s), uid: cfg.Jail.UID, host: cmdlineValue(cfg.Cmdline, "sandfs.hostname"), image: cfg.Labels[labelImage], net: n, done: r.watchNet(p, n)}
 	r.adoptLast(m, s.Last, cfg.Restore)
 	return m, nil
 }

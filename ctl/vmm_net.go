@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"sandfs/netpolicy"
+	"sandfs/netpolicy/resolver"
 	"sandfs/netpolicy/sbnet"
 	"sandfs/vmm/vmmproc"
 )
@@ -67,6 +68,10 @@ func (r *VMMRuntime) netUp(id, policy string, cfg *vmmproc.Config) (*sbnet.Net, 
 	if err != nil {
 		return nil, Errorf(Errno(err), "new: network: %s", errText(err))
 	}
+	if err := r.startResolver(id, n); err != nil {
+		r.netDown(n)
+		return nil, Errorf(Errno(err), "new: network: %s", errText(err))
+	}
 	cfg.TapFD = n.TakeTap()
 	cfg.Net = &vmmproc.NetConfig{}
 	cfg.Labels[labelNet] = name
@@ -84,15 +89,31 @@ func (r *VMMRuntime) netDown(n *sbnet.Net) {
 	}
 }
 
-// watchNet removes n when process p ends.
-func (r *VMMRuntime) watchNet(p *vmmproc.Process, n *sbnet.Net) {
-	if n == nil {
-		return
+// startResolver starts n's resolver (sbnet.Net.StartResolver) when the
+// runtime has an upstream; its answers and refusals are logged.
+func (r *VMMRuntime) startResolver(id string, n *sbnet.Net) error {
+	if r.DNSUpstream == "" {
+		return nil
 	}
+	return n.StartResolver(r.DNSUpstream, func(e resolver.Event) {
+		r.Log.Info("dns", "sandbox", id, "name", e.Name, "type", e.Type, "verdict", e.Verdict, "addrs", e.Addrs, "err", e.Err)
+	})
+}
+
+// watchNet removes n when process p ends, and returns the machine's
+// Done: closed once p has ended and n is gone (a sandbox is reported
+// dead with nothing of its network left).
+func (r *VMMRuntime) watchNet(p *vmmproc.Process, n *sbnet.Net) <-chan struct{} {
+	if n == nil {
+		return p.Done()
+	}
+	done := make(chan struct{})
 	go func() {
 		<-p.Done()
 		r.netDown(n)
+		close(done)
 	}()
+	return done
 }
 
 // reattachNet finds an adopted machine's network again (through its
@@ -111,7 +132,9 @@ func (r *VMMRuntime) reattachNet(p *vmmproc.Process, policy string) (*sbnet.Net,
 	if err != nil {
 		return nil, Errorf(Errno(err), "net: %s", errText(err))
 	}
-	r.watchNet(p, n)
+	if err := r.startResolver(p.Config().ID, n); err != nil {
+		r.Log.Error("net: adopted without its resolver", "net", n.Name, "err", err)
+	}
 	return n, nil
 }
 

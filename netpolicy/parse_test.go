@@ -131,3 +131,18 @@ func TestDecide(t *testing.T) {
 		t.Errorf("default allow: Decide(11.0.0.1) = %v", got)
 	}
 }
+
+func TestAllowsName(t *testing.T) {
+	p, err := Parse([]byte("allow example.com\nallow *.pkg.dev\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{
+		"example.com": true, "EXAMPLE.com.": true, "a.example.com": false, "xexample.com": false,
+		"pkg.dev": false, "a.pkg.dev": true, "a.b.pkg.dev": true, "apkg.dev": false, "": false,
+	} {
+		if got := p.AllowsName(name); got != want {
+			t.Errorf("AllowsName(%q) = %v; want %v", name, got, want)
+		}
+	}
+}

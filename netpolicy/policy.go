@@ -74,6 +74,19 @@ func (p *Policy) Decide(addr netip.Addr) Verdict {
 	return v
 }
 
+// AllowsName reports whether one of p's domains allows name (case and a
+// final dot do not matter): the domain itself, or a proper subdomain of
+// a wildcard's.
+func (p *Policy) AllowsName(name string) bool {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	for _, d := range p.Domains {
+		if name == d.Name && !d.Wildcard || d.Wildcard && strings.HasSuffix(name, "."+d.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // String returns the policy in canonical text, which Parse reads back to
 // an equal Policy: the default line first, then the rules in canonical
 // order, then the domains.

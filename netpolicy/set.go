@@ -14,8 +14,9 @@ import (
 // brings the one not in force from what it holds to p (a diff: only
 // changed rules are written), then switches generations with one store
 // to the config map. The program keeps no connection state, so the next
-// packet of every flow, new or established, sees the change. Domains are
-// not yet enforced (they need the resolver: docs/network.md).
+// packet of every flow, new or established, sees the change. Domains
+// are not in the maps: the sandbox's resolver opens their addresses as
+// allow rules (package sbnet).
 //
 // On error the policy in force is unchanged; the generation Set was
 // writing is cleared first by the next Set.

@@ -134,7 +134,7 @@ func (m *Manager) Create(name string, p *netpolicy.Policy) (n *Net, err error) {
 	if n.filter, err = netpolicy.Load(); err != nil {
 		return nil, err
 	}
-	if err := n.filter.Set(p); err != nil {
+	if err := n.filter.Set(effective(p, nil)); err != nil {
 		return nil, err
 	}
 	if err := n.filter.Attach(n.h, tap.Attrs().Index); err != nil {
@@ -256,7 +256,7 @@ func (m *Manager) Open(name string, pid int, p *netpolicy.Policy) (*Net, error) 
 	if n.filter, err = netpolicy.Load(); err != nil {
 		return fail(err)
 	}
-	if err := n.filter.Set(p); err != nil {
+	if err := n.filter.Set(effective(p, nil)); err != nil {
 		return fail(err)
 	}
 	if err := n.filter.Take(n.h, tap.Attrs().Index); err != nil {

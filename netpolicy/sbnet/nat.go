@@ -22,8 +22,9 @@ func ifname(n string) []byte {
 }
 
 // natRules adds table natTable with one postrouting chain holding rule
-// on the connection c, replacing what the table held.
-func natRules(c *nftables.Conn, rule []expr.Any) error {
+// on the connection c, replacing what the table held, and a forward
+// chain holding drops, if any.
+func natRules(c *nftables.Conn, rule []expr.Any, drops ...[]expr.Any) error {
 	t := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: natTable}
 	c.AddTable(t) // creates, or keeps an existing one...
 	c.DelTable(t) // ...which is then deleted with its chains,
@@ -33,6 +34,15 @@ func natRules(c *nftables.Conn, rule []expr.Any) error {
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 	})
 	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: rule})
+	if len(drops) > 0 {
+		fw := c.AddChain(&nftables.Chain{
+			Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter,
+		})
+		for _, d := range drops {
+			c.AddRule(&nftables.Rule{Table: t, Chain: fw, Exprs: d})
+		}
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nft table %s: %w", natTable, err)
 	}
@@ -41,17 +51,35 @@ func natRules(c *nftables.Conn, rule []expr.Any) error {
 
 // sandboxNAT masquerades what leaves sandbox namespace ns through its
 // veth (up0): the guest's address becomes the veth's transit address.
+// It also drops DNS (UDP and TCP port 53, DNS over TLS 853) that the
+// guest sends to be forwarded anywhere: its only name server is the
+// sandbox's resolver, on the gateway (whatever the policy allows).
 func sandboxNAT(ns netns.NsHandle) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
 		return fmt.Errorf("nft: %w", err)
 	}
 	defer c.CloseLasting()
+	var drops [][]expr.Any
+	for _, d := range []struct {
+		proto byte
+		port  uint16
+	}{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}, {unix.IPPROTO_TCP, 853}, {unix.IPPROTO_UDP, 853}} {
+		drops = append(drops, []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(tapName)},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{d.proto}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{byte(d.port >> 8), byte(d.port)}},
+			&expr.Verdict{Kind: expr.VerdictDrop},
+		})
+	}
 	return natRules(c, []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(upName)},
 		&expr.Masq{},
-	})
+	}, drops...)
 }
 
 // hostNAT masquerades, in the host's namespace, what comes from the

@@ -2,11 +2,13 @@ package sbnet
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -24,10 +26,13 @@ type Net struct {
 	host *netlink.Handle // netlink in the host's namespace (the Manager's)
 	slot int             // transit slot, -1 unknown
 
-	mu     sync.Mutex // guards the fields below
-	tap    *os.File   // tap0, until TakeTap
-	filter *netpolicy.Filter
-	policy *netpolicy.Policy // in force
+	mu      sync.Mutex // guards the fields below
+	tap     *os.File   // tap0, until TakeTap
+	filter  *netpolicy.Filter
+	policy  *netpolicy.Policy // in force (the sandbox's; the filter also has the learned addresses)
+	learned map[netip.Addr]learned
+	expire  *time.Timer    // the next expiry of learned
+	dns     net.PacketConn // the resolver's socket, nil none
 }
 
 // TakeTap returns the open tap for the VMM (once; nil after): the caller
@@ -55,10 +60,13 @@ func (n *Net) SetPolicy(p *netpolicy.Policy) error {
 	if n.filter == nil {
 		return msg.Errorf(syscall.ENODEV, "net: %s: no filter", n.Name)
 	}
-	if err := n.filter.Set(p); err != nil {
+	old := n.policy
+	n.policy = p
+	n.pruneLocked(time.Now()) // names p no longer allows lose their addresses
+	if err := n.applyLocked(); err != nil {
+		n.policy = old
 		return err
 	}
-	n.policy = p
 	return nil
 }
 
@@ -167,12 +175,20 @@ func (n *Net) Remove() error {
 	return errors.Join(errs...)
 }
 
-// close closes n's descriptors (tap, handle, namespace).
+// close closes n's descriptors (tap, resolver, handle, namespace).
 func (n *Net) close() {
 	n.mu.Lock()
 	if n.tap != nil {
 		n.tap.Close()
 		n.tap = nil
+	}
+	if n.dns != nil {
+		n.dns.Close()
+		n.dns = nil
+	}
+	if n.expire != nil {
+		n.expire.Stop()
+		n.expire = nil
 	}
 	n.mu.Unlock()
 	if n.h != nil {

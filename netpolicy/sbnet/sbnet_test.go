@@ -1,6 +1,8 @@
 package sbnet
 
 import (
+	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/net/dns/dnsmessage"
 
 	"sandfs/netpolicy"
 	"sandfs/test/testenv"
@@ -187,5 +190,60 @@ func TestOpenAfterRestart(t *testing.T) {
 			t.Fatal("sfn0 still there 200 polls after the tap's last descriptor closed")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestResolverAndLearn: the resolver listens on the gateway in the
+// sandbox's namespace and refuses a name the policy does not allow
+// (NXDOMAIN, from inside the namespace); an address learned for an
+// allowed name joins the filter's rules, one for a name not allowed does
+// not, and a policy without the name drops it.
+func TestResolverAndLearn(t *testing.T) {
+	m, _ := newManager(t)
+	n, err := m.Create("r.1", mustParse(t, "allow *.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Remove()
+	if err := n.StartResolver("127.0.0.1:9", nil); err != nil {
+		t.Fatal(err)
+	}
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 5})
+	b.StartQuestions()
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("evil.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	q, _ := b.Finish()
+	var h dnsmessage.Header
+	err = inNS(n.ns, func() error {
+		c, err := net.Dial("udp4", "169.254.68.5:53")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write(q)
+		buf := make([]byte, 512)
+		k, err := c.Read(buf)
+		if err != nil {
+			return err
+		}
+		var p dnsmessage.Parser
+		h, err = p.Start(buf[:k])
+		return err
+	})
+	if err != nil || h.ID != 5 || h.RCode != dnsmessage.RCodeNameError {
+		t.Errorf("query from the namespace: %+v, %v; want NXDOMAIN for id 5", h, err)
+	}
+	a, b2 := netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("203.0.113.9")
+	n.learn("a.example.com", []netip.Addr{a}, time.Hour)
+	n.learn("evil.test", []netip.Addr{b2}, time.Hour)
+	e := effective(n.Policy(), n.learned)
+	if e.Decide(a) != netpolicy.Allow || e.Decide(b2) != netpolicy.Deny || e.Decide(netip.MustParseAddr("169.254.68.5")) != netpolicy.Allow {
+		t.Errorf("effective policy %v: want %s and the gateway allowed, %s not", e, a, b2)
+	}
+	if err := n.SetPolicy(mustParse(t, "allow other.test")); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.learned) != 0 {
+		t.Errorf("learned after the name left the policy: %v", n.learned)
 	}
 }

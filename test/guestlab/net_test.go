@@ -19,12 +19,12 @@ import (
 // test's own behind the lab's: each answers "hello <its address>".
 var netServers = []string{"198.51.100.1", "198.51.100.2"}
 
-// netServe makes namespace srv joined to the lab's by a veth
+// netServe makes namespace srv (returned) joined to the lab's by a veth
 // (netlab0 198.51.100.254/24 here, netlab1 in srv with the servers'
 // addresses) and serves TCP port 8080 on each server address in it.
 // Traffic from a guest reaches it through the guest's namespace and the
 // lab's, NATed twice, and stays inside the lab.
-func netServe(t *testing.T) {
+func netServe(t *testing.T) netns.NsHandle {
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -97,6 +97,7 @@ func netServe(t *testing.T) {
 			}
 		}()
 	}
+	return srv
 }
 
 func must(t *testing.T, err error) {

@@ -68,6 +68,7 @@ func runServe(args []string) int {
 	group := fl.String("group", "", "group (name or gid) whose members may create sandboxes: it owns /ctl, /clone and the unix sockets (default: the daemon's group)")
 	e2bAddr := fl.String("e2b", "", "also serve the E2B API (REST and envd, package e2b) on this TCP address, e.g. 127.0.0.1:3000; \"\" for none")
 	e2bKeys := fl.String("e2b-keys", "", "E2B API keys, one a line: KEY [UID[:GID]] (default: $SANDFS_E2B_KEY, else STATE/e2b-key, generated and printed if missing; both root's)")
+	resolver := fl.String("resolver", os.Getenv("SANDFS_RESOLVER"), "the host's DNS resolver, HOST:PORT (UDP), that sandboxes' resolvers forward allowed names to (default: $SANDFS_RESOLVER, else the first nameserver of /etc/resolv.conf)")
 	vmmUIDs := ctl.DefaultVMMIDs
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {
@@ -91,7 +92,7 @@ func runServe(args []string) int {
 	if err := serve(log, serveConfig{
 		state: *state, listens: listens, mount: *mnt, mountOptional: !mountGiven, tokenFile: *tokenFile,
 		kernel: *kernel, templates: *templates, vmmUIDs: vmmUIDs, group: *group,
-		e2b: *e2bAddr, e2bKeys: *e2bKeys,
+		e2b: *e2bAddr, e2bKeys: *e2bKeys, resolver: *resolver,
 	}); err != nil {
 		log.Error("serve: " + err.Error())
 		return 1
@@ -109,6 +110,7 @@ type serveConfig struct {
 	templates     string
 	vmmUIDs       ctl.IDRange
 	group         string // --group, "" for none
+	resolver      string // --resolver, "" for /etc/resolv.conf's
 	e2b           string // --e2b address, "" for none
 	e2bKeys       string // --e2b-keys file
 }
@@ -199,7 +201,7 @@ func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime stri
 		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
 		vr.CacheDir = filepath.Join(c.state, "templates")
 		vr.Detached = true // sandboxes outlive the daemon; the next one re-attaches them
-		withNetworks(log, vr)
+		withNetworks(log, vr, c.resolver)
 		if err := vr.UseIDs(c.vmmUIDs); err != nil {
 			return nil, "", err
 		}

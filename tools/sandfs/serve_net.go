@@ -2,17 +2,20 @@ package main
 
 import (
 	"log/slog"
+	"net/netip"
 	"os"
+	"strings"
 
 	"sandfs/ctl"
 	"sandfs/netpolicy/sbnet"
 )
 
 // withNetworks gives vr's machines networks of their own (ctl.VMMRuntime.Net,
-// docs/network.md). Without root, or where the host cannot make them
-// (no tun, veth or nf_tables), sandboxes have no network and a warning
-// says why.
-func withNetworks(log *slog.Logger, vr *ctl.VMMRuntime) {
+// docs/network.md), whose resolvers forward to upstream ("": the first
+// nameserver of /etc/resolv.conf; none there: sandboxes resolve no
+// name). Without root, or where the host cannot make them (no tun, veth
+// or nf_tables), sandboxes have no network and a warning says why.
+func withNetworks(log *slog.Logger, vr *ctl.VMMRuntime, upstream string) {
 	if os.Geteuid() != 0 {
 		log.Warn("serve: sandboxes have no network", "why", "not root")
 		return
@@ -23,5 +26,30 @@ func withNetworks(log *slog.Logger, vr *ctl.VMMRuntime) {
 		return
 	}
 	vr.Net = m
-	log.Info("serve: sandbox networks", "guest", sbnet.GuestAddr, "transit", sbnet.TransitPool)
+	if upstream == "" {
+		upstream = hostResolver("/etc/resolv.conf")
+	}
+	vr.DNSUpstream = upstream
+	if upstream == "" {
+		log.Warn("serve: no host resolver (no nameserver in /etc/resolv.conf, no --resolver): sandboxes resolve no name")
+	}
+	log.Info("serve: sandbox networks", "guest", sbnet.GuestAddr, "transit", sbnet.TransitPool, "resolver", upstream)
+}
+
+// hostResolver is the first nameserver line of resolv.conf as
+// HOST:53, or "".
+func hostResolver(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if ip, err := netip.ParseAddr(f[1]); err == nil {
+				return netip.AddrPortFrom(ip.WithZone(""), 53).String()
+			}
+		}
+	}
+	return ""
 }

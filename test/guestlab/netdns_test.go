@@ -1,0 +1,202 @@
+package guestlab
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// dnsServer answers every A query on pc from names (name → address;
+// a name → "cname:<target>" is a CNAME whose target is looked up too),
+// NXDOMAIN for the rest, and records the names it was asked.
+type dnsServer struct {
+	names map[string]string
+	mu    sync.Mutex
+	asked []string
+}
+
+func (s *dnsServer) serve(pc net.PacketConn) {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		var p dnsmessage.Parser
+		h, err := p.Start(buf[:n])
+		if err != nil {
+			continue
+		}
+		q, err := p.Question()
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSuffix(q.Name.String(), ".")
+		s.mu.Lock()
+		s.asked = append(s.asked, name)
+		s.mu.Unlock()
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true})
+		b.StartQuestions()
+		b.Question(q)
+		b.StartAnswers()
+		found := false
+		for i := 0; i < 4 && q.Type == dnsmessage.TypeA; i++ {
+			v, ok := s.names[name]
+			if !ok {
+				break
+			}
+			rh := dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name + "."), Class: dnsmessage.ClassINET, TTL: 300}
+			if target, ok := strings.CutPrefix(v, "cname:"); ok {
+				b.CNAMEResource(rh, dnsmessage.CNAMEResource{CNAME: dnsmessage.MustNewName(target + ".")})
+				name = target
+				continue
+			}
+			b.AResource(rh, dnsmessage.AResource{A: [4]byte(net.ParseIP(v).To4())})
+			found = true
+			break
+		}
+		m, _ := b.Finish()
+		if !found && q.Type == dnsmessage.TypeA {
+			h2 := dnsmessage.Header{ID: h.ID, Response: true, RCode: dnsmessage.RCodeNameError}
+			b = dnsmessage.NewBuilder(nil, h2)
+			b.StartQuestions()
+			b.Question(q)
+			m, _ = b.Finish()
+		}
+		pc.WriteTo(m, from)
+	}
+}
+
+func (s *dnsServer) wasAsked(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.asked {
+		if a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// dnsPy resolves argv[1] with the guest's resolver (/etc/resolv.conf:
+// the sandbox's, 169.254.68.5): "ok <address>" or "err <EAI code>".
+const dnsPy = `import socket, sys
+try:
+    print("ok", socket.gethostbyname(sys.argv[1]))
+except socket.gaierror as e:
+    print("err", e.errno)
+`
+
+// rawQuery is an A query for example.test (id 0x1234), as rawDNSPy sends it.
+var rawQuery = []byte("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x04test\x00\x00\x01\x00\x01")
+
+// rawDNSPy sends one A query for example.test straight to argv[1]:53
+// over UDP and prints "answer" or "timeout" (3 s).
+const rawDNSPy = `import socket, sys
+q = bytes.fromhex("123401000001000000000000076578616d706c65047465737400000100 01".replace(" ", ""))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(3)
+s.sendto(q, (sys.argv[1], 53))
+try:
+    s.recv(512)
+    print("answer")
+except socket.timeout:
+    print("timeout")
+`
+
+// TestNetworkDNS: a sandbox with net='allow allowed.test; allow
+// *.cname.test' resolves allowed.test through its own resolver, which
+// asked the host's (a fake on the lab's loopback, --resolver), and the
+// answer's address opens for TCP where it was refused before; a name
+// behind a CNAME opens its target's address; another name gets NXDOMAIN
+// and never reaches the host's resolver; a DNS server at an address the
+// guest may reach (198.51.100.1:53, in the test's namespace) gets
+// nothing from it: the guest's only name server is its own.
+func TestNetworkDNS(t *testing.T) {
+	need(t)
+	srv := netServe(t)
+	up := &dnsServer{names: map[string]string{
+		"allowed.test": "198.51.100.1", "a.cname.test": "cname:target.test", "target.test": "198.51.100.2",
+		"other.test": "198.51.100.2",
+	}}
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go up.serve(pc)
+	// A rogue resolver the guest might try directly, in srv.
+	rogue := &dnsServer{names: map[string]string{"example.test": "192.0.2.1"}}
+	done := make(chan net.PacketConn, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread stays in srv
+		netns.Set(srv)
+		c, err := net.ListenPacket("udp4", "198.51.100.1:53")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- c
+	}()
+	rc := <-done
+	if rc == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { rc.Close() })
+	go rogue.serve(rc)
+	// The same query from the lab's namespace is answered: the rogue
+	// serves, so the guest's "timeout" below is its path being cut.
+	if c, err := net.Dial("udp4", "198.51.100.1:53"); err != nil {
+		t.Fatal(err)
+	} else {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write(rawQuery)
+		if _, err := c.Read(make([]byte, 512)); err != nil {
+			t.Fatalf("the rogue resolver does not answer the lab: %v", err)
+		}
+		c.Close()
+		rogue.mu.Lock()
+		rogue.asked = nil
+		rogue.mu.Unlock()
+	}
+
+	t.Setenv("SANDFS_RESOLVER", pc.LocalAddr().String())
+	d := startDaemon(t)
+	d.mustSh(t, `echo "new nn net='allow allowed.test; allow *.cname.test'" > ctl`)
+	d.waitAgent(t, "nn")
+	for f, text := range map[string]string{"conn.py": connPy, "dns.py": dnsPy, "rawdns.py": rawDNSPy} {
+		if err := os.WriteFile(filepath.Join(d.mnt, "sandboxes/nn/fs/root", f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(cmd string) string {
+		return strings.TrimSpace(d.mustSh(t, "echo '"+cmd+"' > sandboxes/nn/exec; cat sandboxes/nn/exec"))
+	}
+	for _, c := range []struct{ cmd, want string }{
+		{"python3 /root/conn.py 198.51.100.1 8080", "err 111"},
+		{"python3 /root/dns.py allowed.test", "ok 198.51.100.1"},
+		{"python3 /root/conn.py 198.51.100.1 8080", "ok hello 198.51.100.1"},
+		{"python3 /root/conn.py 198.51.100.2 8080", "err 111"},
+		{"python3 /root/dns.py a.cname.test", "ok 198.51.100.2"},
+		{"python3 /root/conn.py 198.51.100.2 8080", "ok hello 198.51.100.2"},
+		{"python3 /root/dns.py other.test", "err -2"},
+		{"python3 /root/rawdns.py 198.51.100.1", "timeout"},
+	} {
+		if got := run(c.cmd); got != c.want {
+			t.Errorf("%s: %q; want %q", c.cmd, got, c.want)
+		}
+	}
+	if up.wasAsked("other.test") {
+		t.Error("the host's resolver was asked for other.test, a name the policy does not allow")
+	}
+	if rogue.wasAsked("example.test") {
+		t.Error("the guest reached a resolver other than its own")
+	}
+}
