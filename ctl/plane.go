@@ -120,6 +120,7 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 		s.restore()
 	}
 	p.reapStrays()
+	p.collectAll()
 	return p, nil
 }
 

@@ -64,7 +64,9 @@ func (p *Plane) Snapshots() []SnapshotInfo {
 	p.mu.Lock()
 	out := make([]SnapshotInfo, 0, len(p.snaps))
 	for _, si := range p.snaps {
-		out = append(out, si)
+		if !si.Removed {
+			out = append(out, si)
+		}
 	}
 	p.mu.Unlock()
 	slices.SortFunc(out, func(a, b SnapshotInfo) int {
@@ -81,7 +83,7 @@ func (p *Plane) LookupSnapshot(id string) (SnapshotInfo, error) {
 	p.mu.Lock()
 	si, ok := p.snaps[id]
 	p.mu.Unlock()
-	if !ok {
+	if !ok || si.Removed {
 		return SnapshotInfo{}, errNoSnapshot("lookup", id)
 	}
 	return si, nil
@@ -146,7 +148,7 @@ func (p *Plane) pinSnap(verb, id string) (SnapshotRef, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	si, ok := p.snaps[id]
-	if !ok {
+	if !ok || si.Removed {
 		return SnapshotRef{}, errNoSnapshot(verb, id)
 	}
 	p.snapPins[id]++
@@ -368,51 +370,12 @@ func (p *Plane) snapshotCtl(ctx context.Context, id string, m []byte) error {
 	return v.Run.snap(p, ctx, c, v)
 }
 
-// rmSnap removes a snapshot that no other snapshot is over and nothing
-// is restoring from.
-func (p *Plane) rmSnap(ctx context.Context, c Command, v *Verb) error {
-	p.mu.Lock()
-	si, ok := p.snaps[c.Snap]
-	if !ok {
-		p.mu.Unlock()
-		return errNoSnapshot(v.Name, c.Snap)
-	}
-	if err := mayUseSnap(ctx, v.Name, si); err != nil {
-		p.mu.Unlock()
-		return err
-	}
-	for _, o := range p.snaps {
-		if o.Parent == si.ID {
-			p.mu.Unlock()
-			return Errorf(syscall.EBUSY, "%s: snapshot %s is the parent of %s (rm that first)", v.Name, msg.Cite(si.ID), msg.Cite(o.ID))
-		}
-	}
-	if p.snapPins[si.ID] > 0 || p.snapBusy[si.ID] {
-		p.mu.Unlock()
-		return Errorf(syscall.EBUSY, "%s: snapshot %s is in use (a snapshot over it or a restore from it)", v.Name, msg.Cite(si.ID))
-	}
-	delete(p.snaps, si.ID)
-	p.snapBusy[si.ID] = true // the name, until the files are gone
-	p.mu.Unlock()
-	err := p.st.snapRemove(si.ID)
-	p.mu.Lock()
-	if err != nil && !p.snapGone(si.ID) {
-		p.snaps[si.ID] = si // still there
-	}
-	delete(p.snapBusy, si.ID)
-	p.mu.Unlock()
-	if err != nil {
-		return Errorf(syscall.EIO, "%s: removing snapshot %s: %v", v.Name, msg.Cite(si.ID), err)
-	}
-	return nil
-}
-
 // dropSnap removes snapshot id (a failed clone's) whoever asks.
 func (p *Plane) dropSnap(id string) error {
 	p.mu.Lock()
 	si, ok := p.snaps[id]
 	p.mu.Unlock()
-	if !ok {
+	if !ok || si.Removed {
 		return nil
 	}
 	return p.rmSnap(cred.With(context.Background(), cred.Cred{}), Command{Snap: si.ID}, SnapshotVerbs.Lookup("rm"))

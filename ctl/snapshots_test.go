@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,17 +149,25 @@ func TestSnapshotRm(t *testing.T) {
 	s := lookup(t, p, "box")
 	sdo(t, s, "snapshot s1")
 	sdo(t, s, "snapshot s2")
-	wantErr(t, "rm s1", p.SnapshotCtl(as(t, alice), "s1", []byte("rm")), syscall.EBUSY, `rm: snapshot "s1" is the parent of "s2"`)
+	wantErr(t, "rm s2 by bob", p.SnapshotCtl(as(t, bob), "s2", []byte("rm")), syscall.EPERM, `belongs to uid 4001`)
 	if p.Err() == "" {
 		t.Errorf("a failed snapshot rm left /err empty")
 	}
-	wantErr(t, "rm s2 by bob", p.SnapshotCtl(as(t, bob), "s2", []byte("rm")), syscall.EPERM, `belongs to uid 4001`)
 	wantErr(t, "rm nosuch", p.SnapshotCtl(as(t, alice), "nosuch", []byte("rm")), syscall.ENOENT, `rm: no snapshot "nosuch"`)
 	wantErr(t, "bogus", p.SnapshotCtl(as(t, alice), "s2", []byte("bogus")), syscall.EINVAL, `unknown verb "bogus"`)
-	for _, id := range []string{"s2", "s1"} {
-		if err := p.SnapshotCtl(as(t, alice), id, []byte("rm")); err != nil {
-			t.Fatalf("rm %s = %v", id, err)
-		}
+	// s1 has a delta over it: unlisted, its files kept for s2.
+	if err := p.SnapshotCtl(as(t, alice), "s1", []byte("rm")); err != nil {
+		t.Fatalf("rm s1 (parent of s2) = %v", err)
+	}
+	if n, e := snapNames(p), storeEntries(t, dir); !slices.Equal(n, []string{"s2"}) || !slices.Equal(e, []string{"s1", "s2"}) {
+		t.Errorf("after rm s1: listed %q, store %q; want [s2], [s1 s2]", n, e)
+	}
+	wantErr(t, "rm s1 again", p.SnapshotCtl(as(t, alice), "s1", []byte("rm")), syscall.ENOENT, `rm: no snapshot "s1"`)
+	wantErr(t, "snapshot s1 (removed, kept)", s.Ctl(ctx(t), []byte("snapshot s1")), syscall.EEXIST, `snapshot exists "s1"`)
+	do(t, p, "new b2 from=s2") // its chain still resolves
+	// The last delta over s1 removed: s1 goes too.
+	if err := p.SnapshotCtl(as(t, alice), "s2", []byte("rm")); err != nil {
+		t.Fatalf("rm s2 = %v", err)
 	}
 	if n, e := snapNames(p), storeEntries(t, dir); len(n) != 0 || len(e) != 0 {
 		t.Fatalf("after rm: listed %q, store %q; want nothing", n, e)
@@ -166,6 +175,29 @@ func TestSnapshotRm(t *testing.T) {
 	sdo(t, s, "snapshot s3")
 	if si, _ := p.LookupSnapshot("s3"); !si.Full {
 		t.Errorf("snapshot after its parent was removed: %+v; want full", si)
+	}
+}
+
+// TestSnapshotRmCollectedAtOpen: a removed snapshot whose last delta
+// went while the daemon died before collecting it is removed at Open.
+func TestSnapshotRmCollectedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new box")
+	s := lookup(t, p, "box")
+	sdo(t, s, "snapshot s1")
+	sdo(t, s, "snapshot s2")
+	if err := p.SnapshotCtl(ctx(t), "s1", []byte("rm")); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if err := os.RemoveAll(filepath.Join(dir, "snapshots", "s2")); err != nil { // s2's removal, s1's not yet
+		t.Fatal(err)
+	}
+	p2, _ := openPlane(t, dir, rt)
+	if n, e := snapNames(p2), storeEntries(t, dir); len(n) != 0 || len(e) != 0 {
+		t.Errorf("after Open: listed %q, store %q; want nothing", n, e)
 	}
 }
 

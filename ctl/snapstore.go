@@ -66,6 +66,10 @@ type SnapshotInfo struct {
 	// Boot is the runtime's note of how the machine was made, which a
 	// restore needs (the VMM: the host name on its kernel command line).
 	Boot string `json:"boot,omitempty"`
+	// Removed: rm'ed while snapshots over it (deltas) still need it. It
+	// is no longer listed, looked up or restored by name; its files stay
+	// until the last snapshot over it is removed (retention.go).
+	Removed bool `json:"removed,omitempty"`
 }
 
 // Line is the snapshot's info file, one line without newline, fields in
@@ -182,6 +186,36 @@ func (st *store) snapCommit(dir string, si SnapshotInfo) error {
 	}
 	os.Remove(filepath.Dir(dir))
 	return syncDir(st.snapsDir())
+}
+
+// snapRewrite replaces the record of listed snapshot si (info.json):
+// written beside it, synced, renamed over it, the directory synced.
+func (st *store) snapRewrite(si SnapshotInfo) error {
+	b, err := json.Marshal(si)
+	if err != nil {
+		return err
+	}
+	dir := st.snapDir(si.ID)
+	tmp := filepath.Join(dir, snapInfo+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, snapInfo))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
 }
 
 // snapDrop removes a snapshot directory left by a failed write (from

@@ -352,10 +352,10 @@ var SnapshotVerbs = Table{
 		Usage: "rm",
 		Min:   0, Max: 0,
 		Doc: `Removes the snapshot: it disappears from both listings and its files
-are deleted. Allowed to its owner and root.
-Errors: ENOENT removed already; EPERM not the owner; EBUSY a delta is
-over it (rm that first) or a snapshot or restore is using it; EIO the
-files could not be removed.`,
+are deleted; while deltas are over it, its files stay (unlisted) until
+the last of them is removed. Allowed to its owner and root.
+Errors: ENOENT removed already; EPERM not the owner; EBUSY a snapshot
+or restore is using it; EIO the files could not be removed.`,
 		Run: handler{snap: (*Plane).rmSnap},
 	},
 }
