@@ -8,7 +8,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab test-e2b fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check bench-netpolicy
+.PHONY: build kernel template lab probe test test-unit test-lab test-e2b bench-e2b fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check bench-netpolicy
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/lab, tools/kernel, tools/template.
@@ -71,6 +71,11 @@ test-lab: lab template
 # serve --e2b, in the lab or natively; docs/e2b.md).
 test-e2b: build kernel template
 	test/e2b/run.sh
+
+# The E2B benchmark of docs/e2b.md: each operation through the SDK and
+# through the tree, against one daemon, medians of BENCH_N rounds.
+bench-e2b: build kernel template
+	test/e2b/run.sh bench
 
 # The host probe decides once: where guests run natively the host stage
 # runs every test, guests included; elsewhere the guest tests hand off

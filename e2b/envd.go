@@ -72,11 +72,17 @@ func (s *Server) requireSandbox(next http.Handler) http.Handler {
 			writeError(w, http.StatusBadGateway, "sandbox "+id+" not found")
 			return
 		}
-		if port := r.Header.Get("E2b-Sandbox-Port"); port != "" && port != envdPort {
+		port := r.Header.Get("E2b-Sandbox-Port")
+		if port != "" && port != envdPort && port != interpPort {
 			writeError(w, http.StatusBadGateway, "sandbox "+id+": nothing listens on port "+port)
 			return
 		}
+		// The code interpreter's SDK sends the access token on /execute
+		// only, and the traffic token (the same here) on every call.
 		tok := r.Header.Get("X-Access-Token")
+		if tok == "" {
+			tok = r.Header.Get("E2b-Traffic-Access-Token")
+		}
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(rec.Token)) != 1 && !s.signedOK(r, rec) {
 			writeError(w, http.StatusUnauthorized, "invalid access token")
 			return
@@ -97,6 +103,10 @@ func (s *Server) requireSandbox(next http.Handler) http.Handler {
 			return
 		}
 		ctx := context.WithValue(r.Context(), sandboxCtx, &sandboxCall{rec: rec, key: key, c: c})
+		if port == interpPort {
+			s.interp.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

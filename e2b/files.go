@@ -139,11 +139,6 @@ func uploadStatus(err error) int {
 // writeFile writes body to guest file p: its parents made, the file
 // created (0644) or truncated.
 func writeFile(sc *sandboxCall, p string, body io.Reader) error {
-	if dir := path.Dir(p); dir != "/" {
-		if _, err := mkdirAll(sc, dir); err != nil {
-			return err
-		}
-	}
 	tp := fsPath(sc.rec.ID, p)
 	var f *client.File
 	a, err := sc.c.StatAttr(tp)
@@ -154,6 +149,11 @@ func writeFile(sc *sandboxCall, p string, body io.Reader) error {
 		f, err = sc.c.Open(tp, syscall.O_WRONLY|syscall.O_TRUNC)
 	case errors.Is(err, syscall.ENOENT):
 		f, err = sc.c.Create(tp, 0o644)
+		if errors.Is(err, syscall.ENOENT) && path.Dir(p) != "/" { // parents first, only when missing
+			if _, err = mkdirAll(sc, path.Dir(p)); err == nil {
+				f, err = sc.c.Create(tp, 0o644)
+			}
+		}
 	}
 	if err != nil {
 		return err

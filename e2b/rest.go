@@ -163,7 +163,7 @@ type sandboxJSON struct {
 func sandboxOf(rec *Record) sandboxJSON {
 	return sandboxJSON{
 		SandboxID: rec.ID, TemplateID: rec.Template, Alias: rec.Template, ClientID: "sandfs",
-		EnvdVersion: EnvdVersion, EnvdAccessToken: rec.Token,
+		EnvdVersion: EnvdVersion, EnvdAccessToken: rec.Token, TrafficAccessToken: &rec.Token,
 	}
 }
 
@@ -193,7 +193,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "create: negative timeout")
 		return
 	}
-	m := "new template=" + msg.Quote(req.TemplateID)
+	tmpl := req.TemplateID
+	if tmpl == "code-interpreter-v1" { // the code interpreter SDK's default: base has python3
+		tmpl = "base"
+	}
+	m := "new template=" + msg.Quote(tmpl)
 	if _, err := cl.c.StatAttr("snapshots/" + req.TemplateID); err == nil && !strings.Contains(req.TemplateID, "/") {
 		m = "new from=" + msg.Quote(req.TemplateID)
 	}
@@ -230,6 +234,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("e2b: rm after kill", "id", id, "err", err)
 	}
 	s.reg.Delete(id)
+	s.ctxs.drop(id, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 

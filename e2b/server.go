@@ -42,6 +42,9 @@ type Server struct {
 	reg  *Registry
 	rest http.Handler
 	envd http.Handler
+	// interp is the code interpreter's routes (E2b-Sandbox-Port 49999).
+	interp http.Handler
+	ctxs   interps
 
 	mu      sync.Mutex
 	clients map[string]*client.Client // by API key: the shared connection of unary calls
@@ -59,6 +62,7 @@ func New(cfg Config) *Server {
 	}
 	s.rest = s.restRouter()
 	s.envd = s.envdRouter()
+	s.interp = s.interpRouter()
 	return s
 }
 

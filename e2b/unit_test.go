@@ -1,8 +1,10 @@
 package e2b
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -173,7 +175,7 @@ func TestRefusals(t *testing.T) {
 		{"other's sandbox", map[string]string{"X-API-KEY": "key-aaaaaaaaaaaaaaaa"}, "/sandboxes/nosuch", 404},
 		{"unknown sandbox", map[string]string{"E2b-Sandbox-Id": "nosuch"}, "/health", 502},
 		{"bad token", map[string]string{"E2b-Sandbox-Id": "box", "X-Access-Token": "x"}, "/health", 401},
-		{"code interpreter port", map[string]string{"E2b-Sandbox-Id": "box", "E2b-Sandbox-Port": "49999", "X-Access-Token": "tok"}, "/contexts", 502},
+		{"another port", map[string]string{"E2b-Sandbox-Id": "box", "E2b-Sandbox-Port": "8080", "X-Access-Token": "tok"}, "/", 502},
 	} {
 		req := httptest.NewRequest("GET", c.path, nil)
 		for k, v := range c.headers {
@@ -184,5 +186,22 @@ func TestRefusals(t *testing.T) {
 		if w.Code != c.want || !strings.Contains(w.Body.String(), `"code":`) {
 			t.Errorf("%s: %d %s, want %d and a JSON code", c.name, w.Code, w.Body, c.want)
 		}
+	}
+}
+
+func TestReadLine(t *testing.T) {
+	br := bufio.NewReaderSize(strings.NewReader("a\n"+strings.Repeat("x", 100000)+"\nlast"), 16)
+	for _, want := range []int{1, 100000, 4} {
+		b, err := readLine(br)
+		if err != nil || len(b) != want {
+			t.Fatalf("readLine = %d bytes, %v; want %d", len(b), err, want)
+		}
+	}
+	if _, err := readLine(br); !errors.Is(err, io.EOF) {
+		t.Errorf("at the end: %v; want EOF", err)
+	}
+	long := bufio.NewReader(io.MultiReader(strings.NewReader(strings.Repeat("y", maxLine+10)), strings.NewReader("\n")))
+	if _, err := readLine(long); err == nil {
+		t.Error("a line over maxLine was read")
 	}
 }

@@ -12,7 +12,7 @@ after(killAll)
 test('stdout and stderr, streamed as they come', async () => {
   const seen = []
   const t0 = Date.now()
-  const r = await sbx.commands.run('for i in 1 2 3; do echo out$i; sleep 0.3; done; echo err >&2', {
+  const r = await sbx.commands.run('for i in 1 2 3; do echo out$i; sleep 0.7; done; echo err >&2', {
     onStdout: (d) => seen.push([d, Date.now() - t0]),
   })
   assert.equal(r.exitCode, 0)

@@ -9,6 +9,7 @@ const made = []
 // create makes a sandbox tagged with the run id (and more metadata).
 export async function create(opts = {}) {
   const sbx = await Sandbox.create('base', {
+    requestTimeoutMs: 180_000, // a boot in a loaded lab, nested under emulation
     ...opts,
     metadata: { suite: runId, ...(opts.metadata ?? {}) },
   })

@@ -6,11 +6,19 @@
 # packages (package-lock.json) are installed with `npm ci` into
 # ${SANDFS_CACHE:-/var/cache/sandfs}/npm, once per lock file. Exit status:
 # the suite's; 1 if the service never answered.
+#
+# `run.sh bench` runs the benchmark instead (make bench-e2b): bench.mjs
+# through the SDK and treebench through the tree (9P, forwarded to
+# 127.0.0.1:$SANDFS_E2B_9P_PORT, default 5641) against the same daemon,
+# and prints each operation's median and the ratio SDK/tree.
 set -euo pipefail
+mode=${1:-test}
 cd "$(dirname "$0")/../.."
 port=${SANDFS_E2B_PORT:-3000}
 cache=${SANDFS_CACHE:-/var/cache/sandfs}/npm
 key=e2b_test_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+p9port=${SANDFS_E2B_9P_PORT:-5641}
+token=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 say() { printf '== test/e2b: %s\n' "$*"; }
 
 command -v node >/dev/null && command -v npm >/dev/null || { echo "test/e2b: node and npm are needed (apt-get install nodejs npm)" >&2; exit 1; }
@@ -31,13 +39,13 @@ cp test/e2b/*.mjs "$dir/"
 tmp=$(mktemp -d)
 if bin/sandfs probe -q; then
 	say "sandfs serve --e2b 127.0.0.1:$port (natively)"
-	SANDFS_E2B_KEY=$key bin/sandfs serve --state "$tmp/state" --mount= --listen "unix:$tmp/sock" \
-		--e2b "127.0.0.1:$port" >"$tmp/serve.log" 2>&1 &
+	SANDFS_E2B_KEY=$key SANDFS_TOKEN=$token bin/sandfs serve --state "$tmp/state" --mount= --listen "unix:$tmp/sock" \
+		--listen "tcp:127.0.0.1:$p9port" --e2b "127.0.0.1:$port" >"$tmp/serve.log" 2>&1 &
 else
 	say "sandfs serve --e2b in the lab, 127.0.0.1:$port forwarded"
-	bin/sandfs lab -p "$port:3000" -e "SANDFS_E2B_KEY=$key" -timeout 20m -- \
+	bin/sandfs lab -p "$port:3000" -p "$p9port:5640" -e "SANDFS_E2B_KEY=$key" -e "SANDFS_TOKEN=$token" -timeout 20m -- \
 		/opt/sandfs/bin/sandfs serve --state /tmp/state --mount= --listen unix:/tmp/sandfs.sock \
-		--e2b 0.0.0.0:3000 >"$tmp/serve.log" 2>&1 &
+		--listen tcp:0.0.0.0:5640 --e2b 0.0.0.0:3000 >"$tmp/serve.log" 2>&1 &
 fi
 pid=$!
 stop() {
@@ -64,6 +72,17 @@ if [ $up = 0 ]; then
 	echo "test/e2b: the E2B service never answered on 127.0.0.1:$port; its log:" >&2
 	cat "$tmp/serve.log" >&2
 	exit 1
+fi
+if [ "$mode" = bench ]; then
+	say "service up; benchmark (BENCH_N=${BENCH_N:-5} rounds each)"
+	printf '%s\n' "$token" >"$tmp/token"
+	go build -o "$tmp/treebench" ./test/e2b/treebench
+	"$tmp/treebench" -addr "tcp:127.0.0.1:$p9port" -token-file "$tmp/token" -n "${BENCH_N:-5}" >"$tmp/tree.txt"
+	(cd "$dir" && node bench.mjs) >"$tmp/sdk.txt"
+	printf '| operation | SDK (ms) | tree (ms) | SDK / tree |\n|---|---|---|---|\n'
+	join <(sort -k2 "$tmp/sdk.txt" | awk '{print $2, $3}') <(sort -k2 "$tmp/tree.txt" | awk '{print $2, $3}') |
+		awk '{printf "| %s | %.1f | %.1f | %.2f |\n", $1, $2, $3, $2 / $3}'
+	exit 0
 fi
 say "service up; running the suite"
 rc=0

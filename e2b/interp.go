@@ -1,0 +1,341 @@
+package e2b
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/go-chi/chi/v5"
+
+	"sandfs/ctl/msg"
+	"sandfs/fs/client"
+)
+
+// The code interpreter (@e2b/code-interpreter, port 49999): each context
+// is a python3 process in the guest's procs/, running interp.py (written
+// to the guest through fs/), fed one JSON request a line on its stdin;
+// its stdout carries the NDJSON lines /execute streams.
+
+const interpPort = "49999"
+
+//go:embed interp.py
+var interpScript []byte
+
+// interpPath is where the script goes in the guest.
+const interpPath = "/run/sandfs-e2b/interp.py"
+
+// maxLine bounds one line of the interpreter's output.
+const maxLine = 16 << 20
+
+// codeContext is one interpreter: a process and its open stdout.
+type codeContext struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+
+	mu   sync.Mutex // one execution at a time; guards the rest
+	c    *client.Client
+	slot string
+	out  *bufio.Reader
+	dead bool
+}
+
+// interps are the contexts of every sandbox.
+type interps struct {
+	mu sync.Mutex
+	m  map[string]map[string]*codeContext // sandbox id → context id →
+}
+
+func (t *interps) get(sb, id string) *codeContext {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[sb][id]
+}
+
+func (t *interps) put(sb string, cc *codeContext) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]map[string]*codeContext{}
+	}
+	if t.m[sb] == nil {
+		t.m[sb] = map[string]*codeContext{}
+	}
+	t.m[sb][cc.ID] = cc
+}
+
+func (t *interps) list(sb string) []*codeContext {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*codeContext
+	for _, cc := range t.m[sb] {
+		out = append(out, cc)
+	}
+	return out
+}
+
+// drop forgets context id of sandbox sb ("" for all of them) and closes
+// their connections.
+func (t *interps) drop(sb, id string) {
+	t.mu.Lock()
+	var gone []*codeContext
+	for cid, cc := range t.m[sb] {
+		if id == "" || cid == id {
+			gone = append(gone, cc)
+			delete(t.m[sb], cid)
+		}
+	}
+	t.mu.Unlock()
+	for _, cc := range gone {
+		if cc.c != nil {
+			cc.c.Close()
+		}
+	}
+}
+
+func (s *Server) interpRouter() http.Handler {
+	r := chi.NewRouter()
+	r.Post("/execute", s.execute)
+	r.Post("/contexts", s.createContext)
+	r.Get("/contexts", s.listContexts)
+	r.Delete("/contexts/{cid}", s.removeContext)
+	r.Post("/contexts/{cid}/restart", s.restartContext)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
+	})
+	return r
+}
+
+// start writes the script and starts cc's process (cc.mu held).
+func (s *Server) startInterp(sc *sandboxCall, cc *codeContext) error {
+	if err := writeFile(sc, interpPath, bytes.NewReader(interpScript)); err != nil {
+		return err
+	}
+	c, err := s.streamTree(context.Background(), sc.key)
+	if err != nil {
+		return err
+	}
+	dir := procsDir(sc.rec.ID)
+	clone, err := c.Open(dir+"clone", syscall.O_RDWR)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	defer clone.Close()
+	b := make([]byte, 32)
+	n, _ := clone.Read(b)
+	slot := strings.TrimSpace(string(b[:n]))
+	msgs := []string{"user user"}
+	if cc.Cwd != "" {
+		msgs = append(msgs, "cwd "+msg.Quote(cc.Cwd))
+	}
+	msgs = append(msgs, "start /usr/bin/python3 -u "+interpPath)
+	for _, m := range msgs {
+		if err := clone.Msg(m, "sandboxes/"+sc.rec.ID+"/err"); err != nil {
+			c.Close()
+			return err
+		}
+	}
+	f, err := c.Open(dir+slot+"/stdout", syscall.O_RDONLY)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	cc.c, cc.slot, cc.out, cc.dead = c, slot, bufio.NewReaderSize(f, 64<<10), false
+	return nil
+}
+
+// stop kills cc's process and closes its connection (cc.mu not needed:
+// it ends a running execution, which then returns).
+func (s *Server) stopInterp(sc *sandboxCall, slot string) {
+	if slot != "" {
+		sc.c.WriteMsg(procsDir(sc.rec.ID)+slot+"/ctl", "signal KILL", "")
+	}
+}
+
+// newContext makes and starts a context.
+func (s *Server) newContext(sc *sandboxCall, id, lang, cwd string) (*codeContext, error) {
+	if lang != "" && lang != "python" {
+		return nil, msg.Errorf(syscall.EINVAL, "context: language %q not supported (python only)", lang)
+	}
+	cc := &codeContext{ID: id, Language: "python", Cwd: cwd}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if err := s.startInterp(sc, cc); err != nil {
+		return nil, err
+	}
+	s.ctxs.put(sc.rec.ID, cc)
+	return cc, nil
+}
+
+func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
+	sc := sandboxOfCtx(r.Context())
+	var req struct {
+		Language string `json:"language"`
+		Cwd      string `json:"cwd"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "contexts: "+err.Error())
+		return
+	}
+	cc, err := s.newContext(sc, newToken()[:12], req.Language, req.Cwd)
+	if err != nil {
+		s.treeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cc)
+}
+
+func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
+	out := []*codeContext{}
+	out = append(out, s.ctxs.list(sandboxOfCtx(r.Context()).rec.ID)...)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
+	sc := sandboxOfCtx(r.Context())
+	cc := s.ctxs.get(sc.rec.ID, chi.URLParam(r, "cid"))
+	if cc == nil {
+		writeError(w, http.StatusNotFound, "context not found")
+		return
+	}
+	s.stopInterp(sc, cc.slot)
+	s.ctxs.drop(sc.rec.ID, cc.ID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
+	sc := sandboxOfCtx(r.Context())
+	cc := s.ctxs.get(sc.rec.ID, chi.URLParam(r, "cid"))
+	if cc == nil {
+		writeError(w, http.StatusNotFound, "context not found")
+		return
+	}
+	s.stopInterp(sc, cc.slot)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.c != nil {
+		cc.c.Close()
+	}
+	if err := s.startInterp(sc, cc); err != nil {
+		s.treeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// execute is POST /execute {"code", "context_id"?, "language"?,
+// "env_vars"?}: the request line to the context's stdin, then its
+// output lines streamed until end_of_execution.
+func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	sc := sandboxOfCtx(r.Context())
+	var req struct {
+		Code      string            `json:"code"`
+		ContextID string            `json:"context_id"`
+		Language  string            `json:"language"`
+		EnvVars   map[string]string `json:"env_vars"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "execute: "+err.Error())
+		return
+	}
+	cc, err := s.contextFor(sc, req.ContextID, req.Language)
+	if err != nil {
+		s.treeError(w, err)
+		return
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.dead {
+		if err := s.startInterp(sc, cc); err != nil {
+			s.treeError(w, err)
+			return
+		}
+	}
+	line, _ := json.Marshal(map[string]any{"code": req.Code, "env_vars": req.EnvVars})
+	if err := sendLine(sc, procsDir(sc.rec.ID)+cc.slot+"/stdin", line); err != nil {
+		cc.dead = true
+		s.treeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	for {
+		b, err := readLine(cc.out)
+		if err != nil {
+			cc.dead = true
+			b, _ = json.Marshal(map[string]string{"type": "error", "name": "KernelDied",
+				"value": "the interpreter ended: " + err.Error(), "traceback": ""})
+		}
+		if r.Context().Err() == nil { // the client may have gone: the rest is drained
+			w.Write(append(b, '\n'))
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		var t struct{ Type string }
+		if err != nil || (json.Unmarshal(b, &t) == nil && t.Type == "end_of_execution") {
+			return
+		}
+	}
+}
+
+// contextFor is context id, or without one the sandbox's default
+// context, made at its first use.
+func (s *Server) contextFor(sc *sandboxCall, id, lang string) (*codeContext, error) {
+	if id != "" {
+		if cc := s.ctxs.get(sc.rec.ID, id); cc != nil {
+			return cc, nil
+		}
+		return nil, msg.Errorf(syscall.ENOENT, "execute: no context %q", id)
+	}
+	if cc := s.ctxs.get(sc.rec.ID, "default"); cc != nil {
+		return cc, nil
+	}
+	return s.newContext(sc, "default", lang, "/home/user")
+}
+
+// sendLine writes one line to a process's stdin.
+func sendLine(sc *sandboxCall, path string, line []byte) error {
+	f, err := sc.c.Open(path, syscall.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readLine reads one line (without its newline) of at most maxLine bytes.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > maxLine {
+			return nil, fmt.Errorf("output line over %d bytes", maxLine)
+		}
+		switch {
+		case err == nil:
+			return bytes.TrimSuffix(line, []byte("\n")), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return line, nil
+		default:
+			return nil, err
+		}
+	}
+}
