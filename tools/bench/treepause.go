@@ -17,7 +17,8 @@ type treePauseResult struct {
 	rssBefore     int64         // KiB: the VMM's Rss just before the pause (smaps_rollup)
 	pssBefore     int64         // KiB: its Pss
 	pidAfter      int           // the status's pid= while paused (0: no VMM)
-	vmmGone       bool          // the VMM that ran before the pause has exited
+	vmmGone       bool          // the VMM that ran before the pause has exited (within 10 s)
+	goneAfter     time.Duration // how long after the pause's reply it was gone (polled every 2 ms)
 	image         int64         // bytes allocated by the pause image's mem
 }
 
@@ -47,8 +48,15 @@ func (r *run) treePause(d *daemon, id func() string) (*treePauseResult, error) {
 	if res.pidAfter, err = statusPid(d, status); err != nil {
 		return nil, err
 	}
-	_, serr := os.Stat("/proc/" + strconv.Itoa(pid))
-	res.vmmGone = serr != nil
+	// The daemon does not wait for the killed VMM's end (the kernel
+	// frees its memory meanwhile): how long after the reply it is gone.
+	gone := now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+			res.vmmGone, res.goneAfter = true, since(gone)
+			break
+		}
+	}
 	imgs, _ := filepath.Glob(filepath.Join(r.h.dir, "state", "run", x, "work", "snapshots", "_pause-*", "mem"))
 	for _, m := range imgs {
 		var st syscall.Stat_t
@@ -59,8 +67,8 @@ func (r *run) treePause(d *daemon, id func() string) (*treePauseResult, error) {
 	if res.resume, err = d.ctl(ctl, "resume", errf); err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
-	r.progress("  pause (to disk) %s, resume %s; VMM Rss before %s, pid while paused %d (old VMM gone: %v), image %s",
-		ms(res.pause), ms(res.resume), kib(res.rssBefore), res.pidAfter, res.vmmGone, mib(res.image))
+	r.progress("  pause (to disk) %s, resume %s; VMM Rss before %s, pid while paused %d (old VMM gone: %v, %s after), image %s",
+		ms(res.pause), ms(res.resume), kib(res.rssBefore), res.pidAfter, res.vmmGone, ms(res.goneAfter), mib(res.image))
 	return res, nil
 }
 
@@ -102,9 +110,9 @@ func (p *treePauseResult) add(tb *table) {
 	}
 	tb.add("`pause` of an idle sandbox (to disk: delta, disk layer synced, VMM killed; image "+mib(p.image)+")", ms(p.pause), "")
 	tb.add("`resume` (restore of the image to agent answering)", ms(p.resume), "")
-	gone := "its VMM exited"
+	gone := "its VMM was gone " + ms(p.goneAfter) + " after the pause's reply"
 	if !p.vmmGone {
-		gone = "its VMM still ran"
+		gone = "its VMM still ran 10 s after the pause"
 	}
 	tb.notes = append(tb.notes, fmt.Sprintf("While paused the sandbox's status showed pid=%d (%s): its RAM went from the VMM's Rss %s (Pss %s) before the pause to none; it holds the image (%s) and its disk layer on disk.",
 		p.pidAfter, gone, kib(p.rssBefore), kib(p.pssBefore), mib(p.image)))
