@@ -167,6 +167,9 @@ func (s *Sandbox) attach(m Machine) {
 		s.console = cp.ConsolePath()
 	}
 	s.mu.Unlock()
+	if nm, ok := m.(Networked); ok {
+		nm.SetAudit(s.audit.add) // net/audit (netaudit.go)
+	}
 	s.p.wg.Add(1)
 	go s.watch(m)
 }

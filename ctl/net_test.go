@@ -49,6 +49,7 @@ type netMachine struct {
 	*fakeMachine
 	policy *netpolicy.Policy
 	fail   error
+	audit  func(string)
 }
 
 func (m *netMachine) SetPolicy(p *netpolicy.Policy) error {
@@ -60,6 +61,8 @@ func (m *netMachine) SetPolicy(p *netpolicy.Policy) error {
 }
 
 func (m *netMachine) Policy() *netpolicy.Policy { return m.policy }
+
+func (m *netMachine) SetAudit(fn func(string)) { m.audit = fn }
 
 type netRuntime struct {
 	*fakeRuntime

@@ -44,6 +44,7 @@ type Sandbox struct {
 	console  string             // console log of the last machine (ConsolePather), "" if none
 	uid      int                // host uid/gid of its machine (Spec.UID), 0 none; set once, at the first launch, with Plane.mu held too
 	link     io.Closer          // the tree's link to the guest (GuestLink), nil none; closed when the state ends
+	audit    auditLog           // net/audit's lines (its own lock)
 	// lastSnap is the snapshot its machine last took or was restored
 	// from: the parent of its next snapshot, if still listed. op only.
 	lastSnap string

@@ -31,6 +31,8 @@ const labelNet = "net"
 type Networked interface {
 	SetPolicy(p *netpolicy.Policy) error
 	Policy() *netpolicy.Policy
+	// SetAudit makes fn get the network's audit lines (sbnet's format).
+	SetAudit(fn func(line string))
 }
 
 var _ Networked = (*vmmMachine)(nil)
@@ -136,6 +138,13 @@ func (r *VMMRuntime) reattachNet(p *vmmproc.Process, policy string) (*sbnet.Net,
 		r.Log.Error("net: adopted without its resolver", "net", n.Name, "err", err)
 	}
 	return n, nil
+}
+
+// SetAudit implements Networked.
+func (m *vmmMachine) SetAudit(fn func(line string)) {
+	if m.net != nil {
+		m.net.SetAudit(fn)
+	}
 }
 
 // SetPolicy implements Networked.

@@ -22,6 +22,7 @@ const (
 	egressMapCounters = "counters"
 	egressMapDeny4    = "deny4"
 	egressMapDeny6    = "deny6"
+	egressMapEvents   = "events"
 	egressProgEgress  = "egress"
 )
 
@@ -80,6 +81,7 @@ type egressMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Deny4    *ebpf.MapSpec `ebpf:"deny4"`
 	Deny6    *ebpf.MapSpec `ebpf:"deny6"`
+	Events   *ebpf.MapSpec `ebpf:"events"`
 }
 
 // egressVariableSpecs contains global variables before they are loaded into the kernel.
@@ -114,6 +116,7 @@ type egressMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
 	Deny4    *ebpf.Map `ebpf:"deny4"`
 	Deny6    *ebpf.Map `ebpf:"deny6"`
+	Events   *ebpf.Map `ebpf:"events"`
 }
 
 func (m *egressMaps) Close() error {
@@ -124,6 +127,7 @@ func (m *egressMaps) Close() error {
 		m.Counters,
 		m.Deny4,
 		m.Deny6,
+		m.Events,
 	)
 }
 

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -25,6 +26,7 @@ const (
 	CountReset                // TCP SYNs denied and answered with a RST
 	CountNeigh                // ARP and IPv6 neighbour discovery passed
 	CountOther                // other ethertypes and malformed headers, dropped
+	CountLost                 // audit events the full ring buffer did not take
 	countMax
 )
 
@@ -36,11 +38,12 @@ const filterName = "sandfs-netpolicy"
 type Filter struct {
 	objs egressObjects
 
-	mu   sync.Mutex // guards the maps' contents and the fields below
-	gen  uint8      // the generation in force (config.word's CONFIG_GEN)
-	held [2]*Policy // what each generation's rules hold; nil: unknown
-	h    *netlink.Handle
-	link int // attached ifindex, 0 if none
+	mu     sync.Mutex // guards the maps' contents and the fields below
+	gen    uint8      // the generation in force (config.word's CONFIG_GEN)
+	held   [2]*Policy // what each generation's rules hold; nil: unknown
+	h      *netlink.Handle
+	link   int             // attached ifindex, 0 if none
+	events *ringbuf.Reader // ReadEvents' reader, nil none
 }
 
 // Load loads the program and empty maps (default deny) into the kernel.
@@ -129,6 +132,7 @@ func clsact(ifindex int) *netlink.GenericQdisc {
 func (f *Filter) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closeEvents()
 	var err error
 	if f.link != 0 {
 		if e := f.h.QdiscDel(clsact(f.link)); e != nil && !errors.Is(e, unix.ENODEV) && !errors.Is(e, unix.ENOENT) && !errors.Is(e, unix.EINVAL) {
@@ -224,6 +228,7 @@ func (f *Filter) switchTo(gen uint8, v Verdict) error {
 func (f *Filter) Release() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closeEvents()
 	f.link = 0
 	return f.objs.Close()
 }

@@ -15,6 +15,7 @@ import (
 var netTable = sfs.Table[*ctl.Sandbox]{
 	{Name: "policy", Mode: 0o600, New: netPolicyFile},
 	{Name: "addr", Mode: 0o444, New: netAddrFile},
+	{Name: "audit", Mode: 0o400, New: func(sb *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &netAuditFile{sb: sb, mode: m} }},
 }
 
 func newNetDir(sb *ctl.Sandbox, mode iofs.FileMode) sfs.Node {

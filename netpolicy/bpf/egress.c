@@ -19,6 +19,9 @@
 //   anything else denied, and every other ethertype: dropped
 //
 // counters (per CPU, index = enum counter) count packets per verdict.
+// events (a ring buffer) gets one struct event per TCP SYN, allowed or
+// denied, and per other denied IP packet; a full ring drops the event
+// (counted COUNT_LOST).
 // Built with Debian's clang by bpf2go (netpolicy/gen.go, make bpf).
 
 #include <linux/bpf.h>
@@ -41,8 +44,29 @@ enum counter {
 	COUNT_RESET,     // TCP SYN denied and answered with a RST
 	COUNT_NEIGH,     // ARP or IPv6 neighbour discovery passed
 	COUNT_OTHER,     // other ethertype or malformed header, dropped
+	COUNT_LOST,      // an event the full ring buffer did not take
 	COUNT_MAX,
 };
+
+// event: one audit record (mirrored by Go's Event). verdict: 0 dropped,
+// 1 allowed, 2 reset. addr is the destination (IPv4: the first 4 bytes).
+struct event {
+	__u64 ns;    // bpf_ktime_get_ns (CLOCK_MONOTONIC)
+	__u32 len;   // the packet's length (skb->len)
+	__u16 dport; // host order; 0 if not TCP or UDP
+	__u8 family; // 4 or 6
+	__u8 proto;  // IPPROTO_*
+	__u8 verdict;
+	__u8 pad[7];
+	__u8 addr[16];
+};
+
+#define EVENT_DROP 0
+#define EVENT_ALLOW 1
+#define EVENT_RESET 2
+
+// EVENTS_BYTES: the ring's size (a power of two, pages).
+#define EVENTS_BYTES (256 * 1024)
 
 // lpm4_key, lpm6_key: prefixlen counts gen's 8 bits too.
 struct lpm4_key {
@@ -97,11 +121,36 @@ struct {
 	__uint(max_entries, COUNT_MAX);
 } counters SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, EVENTS_BYTES);
+} events SEC(".maps");
+
 static __always_inline void count(__u32 c)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &c);
 	if (v)
 		*v += 1;
+}
+
+// audit sends an event for the packet in skb to addr (alen bytes),
+// protocol proto, destination port dport (0: none).
+static __always_inline void audit(struct __sk_buff *skb, __u8 family, const void *addr, int alen, __u8 proto, __u16 dport, __u8 verdict)
+{
+	struct event e;
+	__builtin_memset(&e, 0, sizeof(e));
+	e.ns = bpf_ktime_get_ns();
+	e.len = skb->len;
+	e.family = family;
+	e.proto = proto;
+	e.verdict = verdict;
+	if (alen == 4)
+		__builtin_memcpy(e.addr, addr, 4);
+	else
+		__builtin_memcpy(e.addr, addr, 16);
+	e.dport = dport;
+	if (bpf_ringbuf_output(&events, &e, sizeof(e), 0))
+		count(COUNT_LOST);
 }
 
 // config_word reads config.word once (0 if missing: generation 0, deny).
@@ -258,15 +307,23 @@ static __always_inline int ipv4(struct __sk_buff *skb, void *data, void *end)
 	__u32 w = config_word();
 	struct lpm4_key k = {.prefixlen = 8 + 32, .gen = (w & CONFIG_GEN) != 0};
 	__builtin_memcpy(k.addr, &ip->daddr, 4);
+	struct tcphdr *tcp = (void *)(ip + 1);
+	int first = !(ip->frag_off & bpf_htons(0x1fff)) && ip->ihl == 5;
+	int syn = ip->protocol == IPPROTO_TCP && first && (void *)(tcp + 1) <= end && is_syn(tcp);
+	__u16 dport = 0;
+	if (first && (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) && (void *)tcp + 4 <= end)
+		dport = bpf_ntohs(tcp->dest);
 	if (decide(bpf_map_lookup_elem(&allow4, &k), bpf_map_lookup_elem(&deny4, &k), w)) {
 		count(COUNT_ALLOW);
+		if (syn)
+			audit(skb, 4, &ip->daddr, 4, ip->protocol, dport, EVENT_ALLOW);
 		return TC_ACT_OK;
 	}
-	struct tcphdr *tcp = (void *)(ip + 1);
-	if (ip->protocol == IPPROTO_TCP && ip->ihl == 5 &&
-	    !(ip->frag_off & bpf_htons(0x1fff)) &&
-	    (void *)(tcp + 1) <= end && is_syn(tcp))
+	if (syn) {
+		audit(skb, 4, &ip->daddr, 4, ip->protocol, dport, EVENT_RESET);
 		return reset4(skb, eth, ip, tcp);
+	}
+	audit(skb, 4, &ip->daddr, 4, ip->protocol, dport, EVENT_DROP);
 	count(COUNT_DROP);
 	return TC_ACT_SHOT;
 }
@@ -300,13 +357,22 @@ static __always_inline int ipv6(struct __sk_buff *skb, void *data, void *end)
 	__u32 w = config_word();
 	struct lpm6_key k = {.prefixlen = 8 + 128, .gen = (w & CONFIG_GEN) != 0};
 	__builtin_memcpy(k.addr, &ip->daddr, 16);
+	struct tcphdr *tcp = (void *)(ip + 1);
+	int syn = ip->nexthdr == IPPROTO_TCP && (void *)(tcp + 1) <= end && is_syn(tcp);
+	__u16 dport = 0;
+	if ((ip->nexthdr == IPPROTO_TCP || ip->nexthdr == IPPROTO_UDP) && (void *)tcp + 4 <= end)
+		dport = bpf_ntohs(tcp->dest);
 	if (decide(bpf_map_lookup_elem(&allow6, &k), bpf_map_lookup_elem(&deny6, &k), w)) {
 		count(COUNT_ALLOW);
+		if (syn)
+			audit(skb, 6, &ip->daddr, 16, ip->nexthdr, dport, EVENT_ALLOW);
 		return TC_ACT_OK;
 	}
-	struct tcphdr *tcp = (void *)(ip + 1);
-	if (ip->nexthdr == IPPROTO_TCP && (void *)(tcp + 1) <= end && is_syn(tcp))
+	if (syn) {
+		audit(skb, 6, &ip->daddr, 16, ip->nexthdr, dport, EVENT_RESET);
 		return reset6(skb, eth, ip, tcp);
+	}
+	audit(skb, 6, &ip->daddr, 16, ip->nexthdr, dport, EVENT_DROP);
 	count(COUNT_DROP);
 	return TC_ACT_SHOT;
 }

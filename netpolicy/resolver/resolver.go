@@ -46,6 +46,7 @@ type Event struct {
 	Type    dnsmessage.Type
 	Verdict string
 	Addrs   []netip.Addr
+	Size    int // the answer's bytes
 	Err     error
 }
 
@@ -109,19 +110,23 @@ func (r *Resolver) Answer(ctx context.Context, q []byte) []byte {
 	question := qs[0]
 	name := strings.TrimSuffix(strings.ToLower(question.Name.String()), ".")
 	ev := Event{Name: name, Type: question.Type}
+	var a []byte
 	defer func() {
+		ev.Size = len(a)
 		if r.Log != nil {
 			r.Log(ev)
 		}
 	}()
 	if !r.Policy().AllowsName(name) {
 		ev.Verdict = "refused"
-		return reply(h, qs, dnsmessage.RCodeNameError)
+		a = reply(h, qs, dnsmessage.RCodeNameError)
+		return a
 	}
-	a, err := r.forward(ctx, q, h.ID, question)
+	a, err = r.forward(ctx, q, h.ID, question)
 	if err != nil {
 		ev.Verdict, ev.Err = "failed", err
-		return reply(h, qs, dnsmessage.RCodeServerFailure)
+		a = reply(h, qs, dnsmessage.RCodeServerFailure)
+		return a
 	}
 	addrs, ttl := records(a, name)
 	if len(addrs) > 0 {

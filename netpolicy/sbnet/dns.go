@@ -38,7 +38,12 @@ func (n *Net) StartResolver(upstream string, log func(resolver.Event)) error {
 	if err != nil {
 		return msg.Errorf(syscall.EIO, "net: %s: resolver: %v", n.Name, err)
 	}
-	r := &resolver.Resolver{Policy: n.Policy, Upstream: upstream, Learn: n.learn, Log: log}
+	r := &resolver.Resolver{Policy: n.Policy, Upstream: upstream, Learn: n.learn, Log: func(e resolver.Event) {
+		n.audit(dnsLine(e))
+		if log != nil {
+			log(e)
+		}
+	}}
 	n.mu.Lock()
 	n.dns = pc
 	n.mu.Unlock()

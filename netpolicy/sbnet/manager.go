@@ -140,6 +140,7 @@ func (m *Manager) Create(name string, p *netpolicy.Policy) (n *Net, err error) {
 	if err := n.filter.Attach(n.h, tap.Attrs().Index); err != nil {
 		return nil, err
 	}
+	go n.readEvents(n.filter)
 	if err := m.link(n); err != nil {
 		return nil, err
 	}
@@ -262,5 +263,6 @@ func (m *Manager) Open(name string, pid int, p *netpolicy.Policy) (*Net, error) 
 	if err := n.filter.Take(n.h, tap.Attrs().Index); err != nil {
 		return fail(err)
 	}
+	go n.readEvents(n.filter)
 	return n, nil
 }

@@ -33,6 +33,7 @@ type Net struct {
 	learned map[netip.Addr]learned
 	expire  *time.Timer    // the next expiry of learned
 	dns     net.PacketConn // the resolver's socket, nil none
+	auditFn func(line string)
 }
 
 // TakeTap returns the open tap for the VMM (once; nil after): the caller

@@ -1,14 +1,17 @@
 package guestlab
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -195,6 +198,9 @@ func TestNetwork(t *testing.T) {
 	check("na", "198.51.100.1", "ok hello 198.51.100.1")
 	check("na", "198.51.100.2", "err 111")
 
+	// net/audit: one line per connection, allowed or reset.
+	d.auditHas(t, "nd", []string{"tcp", "198.51.100.1:8080", "-", "reset", "*"})
+	d.auditHas(t, "na", []string{"tcp", "198.51.100.1:8080", "-", "allow", "*"}, []string{"tcp", "198.51.100.2:8080", "-", "reset", "*"})
 	d.mustSh(t, `printf 'allow 198.51.100.0/24\n' > sandboxes/na/net/policy`)
 	check("na", "198.51.100.2", "ok hello 198.51.100.2")
 	if _, err := d.sh(t, `echo 'permit 198.51.100.1' > sandboxes/na/net/policy`); err == nil {
@@ -231,4 +237,68 @@ func TestNetwork(t *testing.T) {
 	if linkExists(links["na"]) {
 		t.Errorf("na killed: host link %s still there", links["na"])
 	}
+}
+
+// auditHas reads sandbox id's net/audit (a stream) with dd until, for
+// each want, a line holds its fields, or fails after a minute (the lines
+// are there already when it is called; the bound is for a failure to
+// end). dd is killed then: a read blocked in the stream ends on the
+// FUSE interrupt (a Go reader would keep its file open: Close waits for
+// a blocked read). Not busybox cat: its sendfile(2) holds the output
+// pipe while the next read blocks, so the lines already read stay in
+// the pipe (docs/filesystem.md, exec).
+func (d *daemon) auditHas(t *testing.T, id string, want ...[]string) {
+	t.Helper()
+	cmd := exec.Command("dd", "if="+filepath.Join(d.mnt, "sandboxes", id, "net/audit"), "bs=65536")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	timer := time.NewTimer(time.Minute)
+	defer timer.Stop()
+	var seen []string
+	for len(want) > 0 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: net/audit ended; lines %q, still want %q", id, seen, want)
+			}
+			seen = append(seen, l)
+			f := strings.Fields(l)
+			for i, w := range want {
+				if len(f) == 6 && fieldsMatch(f[1:], w) {
+					want = append(want[:i], want[i+1:]...)
+					break
+				}
+			}
+		case <-timer.C:
+			t.Errorf("%s: net/audit lines %q; no line for %q", id, seen, want)
+			return
+		}
+	}
+}
+
+// fieldsMatch: f and w are equal, "*" in w matching any field but "0".
+func fieldsMatch(f, w []string) bool {
+	if len(f) != len(w) {
+		return false
+	}
+	for i := range f {
+		if w[i] != f[i] && (w[i] != "*" || f[i] == "0") {
+			return false
+		}
+	}
+	return true
 }

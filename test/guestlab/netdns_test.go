@@ -193,6 +193,13 @@ func TestNetworkDNS(t *testing.T) {
 			t.Errorf("%s: %q; want %q", c.cmd, got, c.want)
 		}
 	}
+	d.auditHas(t, "nn",
+		[]string{"tcp", "198.51.100.1:8080", "-", "reset", "*"},
+		[]string{"dns", "198.51.100.1", "allowed.test", "answered", "*"},
+		[]string{"tcp", "198.51.100.1:8080", "allowed.test", "allow", "*"},
+		[]string{"dns", "198.51.100.2", "a.cname.test", "answered", "*"},
+		[]string{"tcp", "198.51.100.2:8080", "a.cname.test", "allow", "*"},
+		[]string{"dns", "-", "other.test", "refused", "*"})
 	if up.wasAsked("other.test") {
 		t.Error("the host's resolver was asked for other.test, a name the policy does not allow")
 	}

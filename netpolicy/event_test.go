@@ -1,0 +1,54 @@
+package netpolicy
+
+import (
+	"testing"
+	"time"
+)
+
+// TestEvents: the program's audit records, read from its ring buffer: an
+// allowed TCP connection (its SYN), a denied one (reset) and a denied
+// UDP datagram (drop), each with its protocol, destination, port and
+// length; the allowed connection's other packets make none. (The
+// guest namespace's own IPv6 chatter, denied too, is left out.)
+func TestEvents(t *testing.T) {
+	tp := newTopo(t, mustParse(t, "allow 10.99.1.0/24\n"))
+	s := tp.serve(t)
+	evs := make(chan Event, 64)
+	done := make(chan error, 1)
+	go func() {
+		done <- tp.f.ReadEvents(func(e Event) {
+			if e.Dst.Is4() { // not the guest stack's own IPv6 (MLD, ND to others)
+				evs <- e
+			}
+		})
+	}()
+	tp.wantTCP(t, "10.99.1.1", true)
+	tp.wantTCP(t, "10.99.2.1", false)
+	tp.wantUDP(t, s, "10.99.2.1", false)
+	want := []struct {
+		verdict, proto, dst string
+		port                uint16
+	}{{"allow", "tcp", "10.99.1.1", 80}, {"reset", "tcp", "10.99.2.1", 80}, {"drop", "udp", "10.99.2.1", 53}}
+	for _, w := range want {
+		select {
+		case e := <-evs:
+			if e.Verdict != w.verdict || ProtoName(e.Proto) != w.proto || e.Dst.String() != w.dst || e.Port != w.port || e.Len == 0 {
+				t.Errorf("event %+v; want %s %s %s:%d", e, w.verdict, w.proto, w.dst, w.port)
+			}
+			if d := time.Since(e.Time); d < 0 || d > time.Minute {
+				t.Errorf("event time %v is %v from now", e.Time, d)
+			}
+		case <-time.After(safety):
+			t.Fatalf("no event; want %s %s %s", w.verdict, w.proto, w.dst)
+		}
+	}
+	select {
+	case e := <-evs:
+		t.Errorf("unexpected event %+v", e)
+	default:
+	}
+	tp.f.Close()
+	if err := <-done; err != nil {
+		t.Errorf("ReadEvents after Close: %v", err)
+	}
+}

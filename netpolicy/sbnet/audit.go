@@ -1,0 +1,80 @@
+package sbnet
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"sandfs/netpolicy"
+	"sandfs/netpolicy/resolver"
+)
+
+// Audit lines (net/audit, docs/network.md), one per connection allowed
+// or refused and per DNS answer given or refused, in fixed field order:
+//
+//	time proto destination domain verdict bytes
+//	2026-12-01T19:01:01.778Z tcp 198.51.100.1:8080 allowed.test allow 60
+//	2026-12-01T19:01:02.001Z udp 192.0.2.9:53 - drop 43
+//	2026-12-01T19:01:03.120Z dns 198.51.100.1 allowed.test answered 62
+//	2026-12-01T19:01:04.500Z dns - other.test refused 0
+//
+// A connection's bytes are those of its first packet (the program keeps
+// no per-flow state); a DNS line's are the answer's. domain is the name
+// an answer opened the destination for, "-" if none.
+const auditTime = "2006-01-02T15:04:05.000Z07:00"
+
+// SetAudit makes fn get n's audit lines (nil: none); lines before it are
+// not kept.
+func (n *Net) SetAudit(fn func(line string)) {
+	n.mu.Lock()
+	n.auditFn = fn
+	n.mu.Unlock()
+}
+
+// audit sends line to the audit function, if any.
+func (n *Net) audit(line string) {
+	n.mu.Lock()
+	fn := n.auditFn
+	n.mu.Unlock()
+	if fn != nil {
+		fn(line)
+	}
+}
+
+// readEvents turns the filter's events into audit lines until the
+// filter is closed or released.
+func (n *Net) readEvents(f *netpolicy.Filter) {
+	f.ReadEvents(func(e netpolicy.Event) {
+		dst := e.Dst.String()
+		if e.Port != 0 {
+			dst = netip.AddrPortFrom(e.Dst, e.Port).String()
+		}
+		n.audit(fmt.Sprintf("%s %s %s %s %s %d", e.Time.UTC().Format(auditTime), netpolicy.ProtoName(e.Proto),
+			dst, n.domainOf(e.Dst), e.Verdict, e.Len))
+	})
+}
+
+// domainOf is the name an answer opened a for, "-" if none.
+func (n *Net) domainOf(a netip.Addr) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l, ok := n.learned[a]; ok {
+		return l.name
+	}
+	return "-"
+}
+
+// dnsLine is the audit line of a resolver event.
+func dnsLine(e resolver.Event) string {
+	dst := "-"
+	if len(e.Addrs) > 0 {
+		s := make([]string, len(e.Addrs))
+		for i, a := range e.Addrs {
+			s[i] = a.String()
+		}
+		dst = strings.Join(s, ",")
+	}
+	return time.Now().UTC().Format(auditTime) + " dns " + dst + " " + e.Name + " " + e.Verdict + " " + strconv.Itoa(e.Size)
+}
