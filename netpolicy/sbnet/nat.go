@@ -22,9 +22,9 @@ func ifname(n string) []byte {
 }
 
 // natRules adds table natTable with one postrouting chain holding rule
-// on the connection c, replacing what the table held, and a forward
-// chain holding drops, if any.
-func natRules(c *nftables.Conn, rule []expr.Any, drops ...[]expr.Any) error {
+// on the connection c, replacing what the table held, and input and
+// forward chains holding the rules given (each ending in its verdict).
+func natRules(c *nftables.Conn, rule []expr.Any, input, forward [][]expr.Any) error {
 	t := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: natTable}
 	c.AddTable(t) // creates, or keeps an existing one...
 	c.DelTable(t) // ...which is then deleted with its chains,
@@ -34,13 +34,20 @@ func natRules(c *nftables.Conn, rule []expr.Any, drops ...[]expr.Any) error {
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 	})
 	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: rule})
-	if len(drops) > 0 {
-		fw := c.AddChain(&nftables.Chain{
-			Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
-			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter,
+	for _, fc := range []struct {
+		name  string
+		hook  *nftables.ChainHook
+		rules [][]expr.Any
+	}{{"input", nftables.ChainHookInput, input}, {"forward", nftables.ChainHookForward, forward}} {
+		if len(fc.rules) == 0 {
+			continue
+		}
+		ch := c.AddChain(&nftables.Chain{
+			Name: fc.name, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: fc.hook, Priority: nftables.ChainPriorityFilter,
 		})
-		for _, d := range drops {
-			c.AddRule(&nftables.Rule{Table: t, Chain: fw, Exprs: d})
+		for _, r := range fc.rules {
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: r})
 		}
 	}
 	if err := c.Flush(); err != nil {
@@ -79,13 +86,15 @@ func sandboxNAT(ns netns.NsHandle) error {
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(upName)},
 		&expr.Masq{},
-	}, drops...)
+	}, nil, drops)
 }
 
 // hostNAT masquerades, in the host's namespace, what comes from the
 // transit pool and goes anywhere but the pool: the host's uplink, in
-// practice. It replaces the table each time (idempotent; every manager
-// writes the same rule).
+// practice. Whatever a policy allows, it drops what comes from the pool
+// for the host itself (input: the host's own addresses and services)
+// and for another sandbox (forward, pool to pool). It replaces the
+// table each time (idempotent; every manager writes the same rules).
 func hostNAT(ns netns.NsHandle) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
@@ -95,17 +104,19 @@ func hostNAT(ns netns.NsHandle) error {
 	pool := TransitPool.Masked()
 	mask := netipMask(pool)
 	net := pool.Addr().AsSlice()
-	return natRules(c, []expr.Any{
-		// ip saddr & mask == pool
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: net},
-		// ip daddr & mask != pool
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: net},
-		&expr.Masq{},
-	})
+	inPool := func(offset uint32, op expr.CmpOp) []expr.Any {
+		return []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+			&expr.Cmp{Op: op, Register: 1, Data: net},
+		}
+	}
+	const saddr, daddr = 12, 16
+	drop := &expr.Verdict{Kind: expr.VerdictDrop}
+	masq := append(append(inPool(saddr, expr.CmpOpEq), inPool(daddr, expr.CmpOpNeq)...), &expr.Masq{})
+	input := [][]expr.Any{append(inPool(saddr, expr.CmpOpEq), drop)}
+	forward := [][]expr.Any{append(append(inPool(saddr, expr.CmpOpEq), inPool(daddr, expr.CmpOpEq)...), drop)}
+	return natRules(c, masq, input, forward)
 }
 
 // netipMask is prefix p's IPv4 mask as bytes.

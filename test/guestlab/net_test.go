@@ -233,6 +233,32 @@ func TestNetwork(t *testing.T) {
 		// restart's time, so a link still there is a leak.
 		t.Errorf("nk's VMM ended while no daemon ran: host link %s still there", links["nk"])
 	}
+	// Under default allow the guest still cannot reach the host itself
+	// (a listener on the lab's own 198.51.100.254, which the lab
+	// reaches), only what is beyond it.
+	hl, err := net.Listen("tcp", "198.51.100.254:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Close()
+	go func() {
+		for {
+			c, err := hl.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "hello host\n")
+			c.Close()
+		}
+	}()
+	if c, err := net.Dial("tcp", "198.51.100.254:8080"); err != nil {
+		t.Fatalf("the lab's own listener: %v", err)
+	} else {
+		c.Close()
+	}
+	d.mustSh(t, `printf 'default allow\n' > sandboxes/na/net/policy`)
+	check("na", "198.51.100.1", "ok hello 198.51.100.1")
+	check("na", "198.51.100.254", "err timeout")
 	d.mustSh(t, "echo kill > sandboxes/na/ctl")
 	if linkExists(links["na"]) {
 		t.Errorf("na killed: host link %s still there", links["na"])
