@@ -305,9 +305,14 @@ func (s *Server) contextFor(sc *sandboxCall, id, lang string) (*codeContext, err
 	return s.newContext(sc, "default", lang, "/home/user")
 }
 
-// sendLine writes one line to a process's stdin.
+// sendLine writes one line to a process's stdin. An open that timed out
+// (the tree closes a guest connection that did not answer a walk in
+// time, as under a starved guest) is tried again: nothing was written.
 func sendLine(sc *sandboxCall, path string, line []byte) error {
 	f, err := sc.c.Open(path, syscall.O_WRONLY)
+	for try := 0; try < 2 && errors.Is(err, syscall.ETIMEDOUT); try++ {
+		f, err = sc.c.Open(path, syscall.O_WRONLY)
+	}
 	if err != nil {
 		return err
 	}

@@ -198,8 +198,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		tmpl = "base"
 	}
 	m := "new template=" + msg.Quote(tmpl)
-	if _, err := cl.c.StatAttr("snapshots/" + req.TemplateID); err == nil && !strings.Contains(req.TemplateID, "/") {
-		m = "new from=" + msg.Quote(req.TemplateID)
+	if plainName(req.TemplateID) {
+		if _, err := cl.c.StatAttr("snapshots/" + req.TemplateID); err == nil {
+			m = "new from=" + msg.Quote(req.TemplateID)
+		}
 	}
 	m += " timeout=" + strconv.Itoa(timeout)
 	id, err := ctlMsg(cl.c, "ctl", "err", m)
@@ -342,4 +344,19 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, []any{})
+}
+
+// plainName reports whether s may name a file of the tree: lower-case
+// letters, digits and dashes (the tree's name grammar is checked by the
+// tree itself; this keeps paths such as "../x" out of a walk).
+func plainName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -90,7 +90,7 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := chi.URLParam(r, "id")
-	if strings.ContainsAny(id, "/") || id == "" || id == "." || id == ".." {
+	if !plainName(id) {
 		writeError(w, http.StatusNotFound, "snapshot "+strconv.Quote(id)+" not found")
 		return
 	}

@@ -205,3 +205,11 @@ func TestReadLine(t *testing.T) {
 		t.Error("a line over maxLine was read")
 	}
 }
+
+func TestPlainName(t *testing.T) {
+	for s, want := range map[string]bool{"snap-1": true, "": false, "..": false, "a/b": false, "../x": false, "A": false, "x y": false} {
+		if plainName(s) != want {
+			t.Errorf("plainName(%q) = %v", s, !want)
+		}
+	}
+}
