@@ -59,6 +59,7 @@ bpf:
 # Set's cost (1 vs 1000 rules, one run) and the tries' memory (docs/network.md).
 bench-netpolicy:
 	$(GO) test -run '^$$' -bench '^BenchmarkSet$$' -benchtime 50x ./netpolicy
+	$(GO) test -run '^$$' -bench '^BenchmarkFlow$$' -benchtime 3x ./netpolicy
 
 bpf-check: bpf
 	@git diff --exit-code --stat -- $(BPF_OUT) || { echo "make bpf-check: $(BPF_OUT) differ from the committed build (commit them)"; exit 1; }

@@ -7,7 +7,7 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-func mustParse(t *testing.T, text string) *Policy {
+func mustParse(t testing.TB, text string) *Policy {
 	t.Helper()
 	p, err := Parse([]byte(text))
 	must(t, err)

@@ -34,7 +34,7 @@ var servers = []string{"10.99.1.1", "10.99.2.1", "fd99:1::1", "fd99:2::1"}
 // A host that cannot make network namespaces or load and attach the
 // program hands the test to the lab (test/lab-packages), whose kernel
 // has BPF_SYSCALL, clsact and cls_bpf; there, a failure fails.
-func newTopo(t *testing.T, p *Policy) *topo {
+func newTopo(t testing.TB, p *Policy) *topo {
 	t.Helper()
 	testenv.NeedRoot(t)
 	tp := &topo{}
@@ -88,7 +88,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func netlinkAt(ns netns.NsHandle) (*netlink.Handle, error) {
 	return netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 }
 
-func handleAt(t *testing.T, ns netns.NsHandle) *netlink.Handle {
+func handleAt(t testing.TB, ns netns.NsHandle) *netlink.Handle {
 	t.Helper()
 	h, err := netlinkAt(ns)
 	must(t, err)
@@ -111,7 +111,7 @@ func handleAt(t *testing.T, ns netns.NsHandle) *netlink.Handle {
 }
 
 // linkUp sets link name up with addrs (no duplicate address detection).
-func linkUp(t *testing.T, h *netlink.Handle, name string, addrs ...string) netlink.Link {
+func linkUp(t testing.TB, h *netlink.Handle, name string, addrs ...string) netlink.Link {
 	t.Helper()
 	l, err := h.LinkByName(name)
 	must(t, err)

@@ -27,7 +27,7 @@ type udpSink struct {
 
 // serve starts a TCP listener (port 80, accepts and closes) and a UDP
 // socket (port 53, counts) on every server address, in the host ns.
-func (tp *topo) serve(t *testing.T) *udpSink {
+func (tp *topo) serve(t testing.TB) *udpSink {
 	t.Helper()
 	s := &udpSink{got: map[string]int{}, in: make(chan string, 64)}
 	must(t, in(tp.host, func() error {

@@ -384,10 +384,15 @@ SEC("tc")
 int egress(struct __sk_buff *skb)
 {
 	__u32 n = skb->len < HEADERS_MAX ? skb->len : HEADERS_MAX;
-	bpf_skb_pull_data(skb, n);
-
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
+	// Pull only when the headers are not in the linear data already:
+	// bpf_skb_pull_data unclones a cloned skb, a copy per packet.
+	if (data + n > end) {
+		bpf_skb_pull_data(skb, n);
+		data = (void *)(long)skb->data;
+		end = (void *)(long)skb->data_end;
+	}
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end) {
 		count(COUNT_OTHER);
