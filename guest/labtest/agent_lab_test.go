@@ -250,7 +250,7 @@ func TestAgentAcrossSnapshot(t *testing.T) {
 	v, root := bootVM(t, "")
 	ctl := walkOpen(t, root, "procs/clone", p9.ReadWrite)
 	n := strings.TrimSpace(readAll(t, ctl))
-	if _, err := ctl.WriteAt([]byte(`exec 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done'`), 0); err != nil {
+	if _, err := ctl.WriteAt([]byte(`exec 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done'`), 0); err != nil {
 		t.Fatal(err)
 	}
 	ctl.Close()
@@ -279,10 +279,16 @@ func TestAgentAcrossSnapshot(t *testing.T) {
 	if s := readAll(t, st); !strings.HasPrefix(s, n+" running pid=") {
 		t.Errorf("after restore: status %q", s)
 	}
+	// The loop replaces /tmp/count by rename: a read never sees it
+	// half-written (it did when the loop rewrote it in place).
 	count := func() int {
 		f := walkOpen(t, root, "fs/tmp/count", p9.ReadOnly)
 		defer f.Close()
-		c, _ := strconv.Atoi(strings.TrimSpace(readAll(t, f)))
+		s := readAll(t, f)
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			t.Fatalf("/tmp/count %q: %v", s, err)
+		}
 		return c
 	}
 	c1 := count()
