@@ -58,7 +58,8 @@ type Policy struct {
 // containing addr wins, deny beats allow at equal length, and with no
 // rule the default applies. The eBPF program decides the same way; this
 // is the reference its tests compare with. Domains are not consulted
-// (their addresses become rules when resolved: later steps of issue 13).
+// (their addresses become allow rules when the sandbox's resolver
+// answers for them: package sbnet).
 func (p *Policy) Decide(addr netip.Addr) Verdict {
 	addr = addr.Unmap()
 	best, v := -1, p.Default
