@@ -74,3 +74,16 @@ test('background, list, connect, kill', async () => {
   assert.equal(await sbx.commands.kill(h.pid), false, 'a dead process is not found')
   assert.equal(await sbx.commands.kill(999999), false)
 })
+
+test('pty: create, resize, input, output, exit', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const h = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d, { stream: true }) } })
+  assert.ok(h.pid > 0)
+  await sbx.pty.resize(h.pid, { cols: 100, rows: 30 })
+  await sbx.pty.sendInput(h.pid, new TextEncoder().encode('stty size; echo mark-$((6*7)); exit\n'))
+  const r = await h.wait()
+  assert.equal(r.exitCode, 0)
+  assert.match(out, /30 100\r\n/, 'the resize reached the terminal')
+  assert.match(out, /mark-42\r\n/)
+})
