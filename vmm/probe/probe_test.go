@@ -37,6 +37,10 @@ var recorded = []struct {
 		Facts{SVM: true, LoopRate: 2e8, HostLoopRate: 3e8, ExitRate: 2e4}, true, "natively"},
 	{"the lab under load (loop 4.2e7/s, the lab's own loop as slow)",
 		Facts{SVM: true, LoopRate: 4.2e7, HostLoopRate: 6e7, ExitRate: 5e3}, true, "natively"},
+	{"the lab heavily loaded (ratio 0.045, seen once)",
+		Facts{SVM: true, LoopRate: 2.7e6, HostLoopRate: 6e7, ExitRate: 2e3}, true, "natively"},
+	{"PVM's ratio (4e-4)",
+		Facts{SVM: true, LoopRate: 5.6e5, HostLoopRate: 1.5e9, ExitRate: 1e3}, false, "too slow"},
 	{"bare-metal KVM (vmx, loop 1e9/s)",
 		Facts{VMX: true, LoopRate: 1e9, HostLoopRate: 1.1e9, ExitRate: 5e5}, true, "natively"},
 }
