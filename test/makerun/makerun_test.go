@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,8 @@ type run struct {
 	repo string
 	mnt  string   // the FUSE mount run.sh made
 	env  []string // the CLI's environment: no SANDFS_ADDR or token
+	log  *syncbuf.Buffer
+	e2b  int // the E2B adapter's port
 }
 
 // startRun starts tools/lab/run.sh with a private mount point and state
@@ -68,8 +71,9 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 	}
 	base := cleanEnv()
 	cmd := exec.Command(filepath.Join(repo, "tools/lab/run.sh"))
+	e2bPort := freePort(t)
 	cmd.Env = append(append(base, "SANDFS_MOUNT="+filepath.Join(dir, "mnt"), "SANDFS_STATE="+filepath.Join(dir, "state"),
-		fmt.Sprintf("SANDFS_LAB_9P_PORT=%d", freePort(t))), env...)
+		fmt.Sprintf("SANDFS_LAB_9P_PORT=%d", freePort(t)), fmt.Sprintf("SANDFS_E2B_PORT=%d", e2bPort)), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var log syncbuf.Buffer
 	pr, pw, err := os.Pipe()
@@ -127,11 +131,47 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 	if !strings.Contains(log.String(), want) {
 		t.Fatalf("run.sh did not take the %s path (want %q):\n%s", mode, want, log.String())
 	}
-	return &run{repo: repo, mnt: filepath.Join(dir, "mnt"), env: base}
+	return &run{repo: repo, mnt: filepath.Join(dir, "mnt"), env: base, log: &log, e2b: e2bPort}
 }
 
-// drive uses the CLI with no connection flags, as the README shows.
+// checkE2B: the E2B adapter answers on the port and with the key the
+// banner gives, and refuses another key.
+func checkE2B(t *testing.T, r *run) {
+	t.Helper()
+	_, rest, ok := strings.Cut(r.log.String(), " E2B_API_KEY=")
+	key, _, _ := strings.Cut(rest, "\n")
+	if !ok || strings.TrimSpace(key) == "" {
+		t.Fatalf("run.sh's banner gives no E2B_API_KEY:\n%s", r.log.String())
+	}
+	get := func(key string) int {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/v2/sandboxes", r.e2b), nil)
+		req.Header.Set("X-API-KEY", key)
+		// The lab's forward may accept and reset before the adapter listens.
+		var resp *http.Response
+		var err error
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+			if resp, err = http.DefaultClient.Do(req); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("E2B adapter on port %d: %v", r.e2b, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(strings.TrimSpace(key)); code != http.StatusOK {
+		t.Errorf("GET /v2/sandboxes with the banner's key: %d; want 200", code)
+	}
+	if code := get("e2b_not_the_key_0123456789abcdef"); code != http.StatusUnauthorized {
+		t.Errorf("GET /v2/sandboxes with another key: %d; want 401", code)
+	}
+}
+
+// drive uses the CLI with no connection flags, as the README shows, and
+// the E2B adapter as the banner says.
 func drive(t *testing.T, r *run) {
+	checkE2B(t, r)
 	id := strings.TrimSpace(r.cli(t, "new"))
 	if id == "" {
 		t.Fatal("sandfs new printed no id")

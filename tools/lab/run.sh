@@ -5,7 +5,10 @@
 # forwarded to 127.0.0.1, and the host mounts it via FUSE.
 # Either way the CLI (sandfs ls, new, exec, cp, kill) then works with no
 # flags: natively through /run/sandfs/sandfs.sock, on the lab path through
-# /run/sandfs/endpoint (address and token file; fs/client DefaultEndpoint).
+# /run/sandfs/endpoint (address and token file; fs/client DefaultEndpoint),
+# and the E2B adapter answers on 127.0.0.1:$SANDFS_E2B_PORT (3000; the
+# lab's port forwarded) with the key in $state/e2b-key natively, or
+# build/lab/e2b-key for the lab (made once), printed below (docs/e2b.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
@@ -13,6 +16,7 @@ endpoint=/run/sandfs/endpoint
 mnt=${SANDFS_MOUNT:-/mnt/sandfs}
 p9=${SANDFS_LAB_9P_PORT:-5640}
 state=${SANDFS_STATE:-/var/lib/sandfs}
+e2b=${SANDFS_E2B_PORT:-3000}
 mkdir -p "$mnt"
 
 probe=$(bin/sandfs probe)
@@ -39,12 +43,20 @@ wait_port() {
 if bin/sandfs probe -q >/dev/null; then
 	echo "== sandfs: running natively (state $state)"
 	bin/sandfs serve --listen unix:/run/sandfs/sandfs.sock --listen "tcp:127.0.0.1:$p9" --state "$state" --mount "$mnt" \
-		--kernel "$repo/build/vmlinuz" --templates "$repo/build/templates" &
+		--kernel "$repo/build/vmlinuz" --templates "$repo/build/templates" --e2b "127.0.0.1:$e2b" &
 	pids+=($!)
 	wait_port "$p9"
+	keyfile=$state/e2b-key # written by serve just after its 9P listeners
+	for _ in $(seq 1 60); do [ -s "$keyfile" ] && break; sleep 0.5; done
 else
 	echo "== sandfs: this host cannot run guests natively, so sandfs runs INSIDE THE LAB (QEMU TCG, slower); 9P port $p9 forwarded to 127.0.0.1"
-	bin/sandfs lab serve &
+	# The lab's state is new at each start: its E2B key is kept here.
+	keyfile=$repo/build/lab/e2b-key
+	if [ ! -s "$keyfile" ]; then
+		mkdir -p "$(dirname "$keyfile")"
+		(umask 077 && echo "e2b_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')" > "$keyfile")
+	fi
+	bin/sandfs lab serve -p "$e2b:3000" -e "SANDFS_E2B_KEY=$(cat "$keyfile")" -- --e2b 0.0.0.0:3000 &
 	pids+=($!)
 	# QEMU's user-net forward accepts (and resets) connections before the
 	# daemon inside listens, so retry the mount until it holds.
@@ -73,6 +85,8 @@ sleep 1
 cat <<EOT
 
 sandfs is up: the tree is at $mnt (9P at 127.0.0.1:$p9).
+The E2B SDKs (docs/e2b.md) drive it with:
+  export E2B_API_URL=http://127.0.0.1:$e2b E2B_SANDBOX_URL=http://127.0.0.1:$e2b E2B_API_KEY=$(cat "$keyfile" 2>/dev/null)
 Quick start:
   ls $mnt                  # the tree: ctl clone err sandboxes/ ...
   cat $mnt/ctl             # the global verbs and their usage
