@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -64,6 +65,12 @@ func (m *netMachine) Policy() *netpolicy.Policy { return m.policy }
 
 func (m *netMachine) SetAudit(fn func(string)) { m.audit = fn }
 
+func (m *netMachine) Expose(p uint16) (string, error) {
+	return fmt.Sprintf("127.0.0.1:%d", 40000+int(p)), nil
+}
+func (m *netMachine) Unexpose(p uint16) error { return nil }
+func (m *netMachine) Ports() string           { return "" }
+
 type netRuntime struct {
 	*fakeRuntime
 	m *netMachine
@@ -124,5 +131,36 @@ func TestSetNetPolicy(t *testing.T) {
 	}
 	if !errors.Is(s2.SetNetPolicy(ctx(t), []byte("default allow")), nil) {
 		t.Error("a dead sandbox's policy write failed")
+	}
+}
+
+// TestNetPortsCtl: net/ports takes expose and unexpose of a port
+// 1..65535 on a running sandbox with a network; anything else is EINVAL
+// (with the text in err), a sandbox that is not running EBUSY.
+func TestNetPortsCtl(t *testing.T) {
+	rt := &netRuntime{fakeRuntime: newFakeRuntime()}
+	p, _ := openPlane(t, t.TempDir(), rt)
+	do(t, p, "new a")
+	s, _ := p.Lookup("a")
+	for _, c := range []struct {
+		msg   string
+		errno syscall.Errno
+	}{
+		{"expose 8000\n", 0},
+		{"unexpose 8000", 0},
+		{"expose 0", syscall.EINVAL},
+		{"expose 65536", syscall.EINVAL},
+		{"expose", syscall.EINVAL},
+		{"open 80", syscall.EINVAL},
+		{"expose 80 81", syscall.EINVAL},
+	} {
+		err := s.NetPortsCtl(ctx(t), []byte(c.msg))
+		if c.errno == 0 && err != nil || c.errno != 0 && Errno(err) != c.errno {
+			t.Errorf("NetPortsCtl(%q) = %v; want errno %v", c.msg, err, c.errno)
+		}
+	}
+	do(t, p, "kill a")
+	if err := s.NetPortsCtl(ctx(t), []byte("expose 80")); Errno(err) != syscall.EBUSY {
+		t.Errorf("expose on a dead sandbox: %v; want EBUSY", err)
 	}
 }

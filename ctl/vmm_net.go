@@ -33,6 +33,12 @@ type Networked interface {
 	Policy() *netpolicy.Policy
 	// SetAudit makes fn get the network's audit lines (sbnet's format).
 	SetAudit(fn func(line string))
+	// Expose makes guest TCP port p reachable on the host's loopback
+	// (its address); Unexpose ends that; Ports lists them, one line
+	// each: "<guest port> <host address>".
+	Expose(p uint16) (string, error)
+	Unexpose(p uint16) error
+	Ports() string
 }
 
 var _ Networked = (*vmmMachine)(nil)
@@ -138,6 +144,30 @@ func (r *VMMRuntime) reattachNet(p *vmmproc.Process, policy string) (*sbnet.Net,
 		r.Log.Error("net: adopted without its resolver", "net", n.Name, "err", err)
 	}
 	return n, nil
+}
+
+// Expose implements Networked.
+func (m *vmmMachine) Expose(p uint16) (string, error) {
+	if m.net == nil {
+		return "", Errorf(syscall.ENODEV, "expose: sandbox has no network")
+	}
+	return m.net.Expose(p)
+}
+
+// Unexpose implements Networked.
+func (m *vmmMachine) Unexpose(p uint16) error {
+	if m.net == nil {
+		return Errorf(syscall.ENODEV, "unexpose: sandbox has no network")
+	}
+	return m.net.Unexpose(p)
+}
+
+// Ports implements Networked.
+func (m *vmmMachine) Ports() string {
+	if m.net == nil {
+		return ""
+	}
+	return m.net.Ports()
 }
 
 // SetAudit implements Networked.

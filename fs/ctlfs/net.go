@@ -16,6 +16,7 @@ var netTable = sfs.Table[*ctl.Sandbox]{
 	{Name: "policy", Mode: 0o600, New: netPolicyFile},
 	{Name: "addr", Mode: 0o444, New: netAddrFile},
 	{Name: "audit", Mode: 0o400, New: func(sb *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &netAuditFile{sb: sb, mode: m} }},
+	{Name: "ports", Mode: 0o600, New: netPortsFile},
 }
 
 func newNetDir(sb *ctl.Sandbox, mode iofs.FileMode) sfs.Node {
@@ -52,4 +53,21 @@ func netAddrFile(sb *ctl.Sandbox, mode iofs.FileMode) sfs.Node {
 		b.WriteByte('\n')
 		return nil
 	}}
+}
+
+// netPortsFile serves net/ports: a read gives one line per guest TCP
+// port exposed to the host (ctl.Sandbox.NetPorts), e.g.
+//
+//	8000 127.0.0.1:41234
+//
+// and a write is "expose <port>" or "unexpose <port>"
+// (ctl.Sandbox.NetPortsCtl).
+func netPortsFile(sb *ctl.Sandbox, mode iofs.FileMode) sfs.Node {
+	return &sfs.CtlFile{
+		TextFile: sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+			b.WriteString(sb.NetPorts())
+			return nil
+		}},
+		Msg: sb.NetPortsCtl,
+	}
 }

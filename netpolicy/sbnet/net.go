@@ -34,6 +34,7 @@ type Net struct {
 	expire  *time.Timer    // the next expiry of learned
 	dns     net.PacketConn // the resolver's socket, nil none
 	auditFn func(line string)
+	ports   []*exposed // guest ports exposed to the host (ports.go)
 }
 
 // TakeTap returns the open tap for the VMM (once; nil after): the caller
@@ -191,6 +192,7 @@ func (n *Net) close() {
 		n.expire.Stop()
 		n.expire = nil
 	}
+	n.closePortsLocked()
 	n.mu.Unlock()
 	if n.h != nil {
 		n.h.Close()

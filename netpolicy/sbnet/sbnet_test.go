@@ -247,3 +247,69 @@ func TestResolverAndLearn(t *testing.T) {
 		t.Errorf("learned after the name left the policy: %v", n.learned)
 	}
 }
+
+// TestExpose: an exposed port joins connections on the host's loopback
+// to the guest's address in the sandbox's namespace (here a listener on
+// that address in the namespace itself stands in for the guest);
+// unexpose closes the listener; Remove closes the rest.
+func TestExpose(t *testing.T) {
+	m, _ := newManager(t)
+	n, err := m.Create("p.1", mustParse(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Remove()
+	var guest net.Listener
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(inNS(n.ns, func() error {
+		lo, err := n.h.LinkByName("lo")
+		if err == nil {
+			err = n.h.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(GuestAddr.Addr(), 32))})
+		}
+		if err == nil {
+			guest, err = net.Listen("tcp4", GuestAddr.Addr().String()+":8000")
+		}
+		return err
+	}))
+	defer guest.Close()
+	go func() {
+		for {
+			c, err := guest.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello from the guest\n"))
+			c.Close()
+		}
+	}()
+	addr, err := n.Expose(8000)
+	must(err)
+	if again, _ := n.Expose(8000); again != addr {
+		t.Errorf("Expose again = %s; want %s", again, addr)
+	}
+	if got := n.Ports(); got != "8000 "+addr+"\n" {
+		t.Errorf("Ports() = %q", got)
+	}
+	c, err := net.Dial("tcp", addr)
+	must(err)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, 64)
+	k, _ := c.Read(b)
+	c.Close()
+	if string(b[:k]) != "hello from the guest\n" {
+		t.Errorf("through the exposed port: %q", b[:k])
+	}
+	must(n.Unexpose(8000))
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Error("the port still accepts after Unexpose")
+	}
+	if err := n.Unexpose(8000); err == nil {
+		t.Error("Unexpose of a port not exposed succeeded")
+	}
+}

@@ -3,6 +3,7 @@ package guestlab
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -213,6 +214,37 @@ func TestNetwork(t *testing.T) {
 		t.Errorf("policy after a bad write: %q", p)
 	}
 
+	// An exposed guest port: a web server in the guest, reached from
+	// the lab through net/ports' loopback address (the policy denies
+	// the guest everything but 198.51.100.0/24: replies to the gateway
+	// are always allowed).
+	d.mustSh(t, `echo 'nohup python3 -m http.server 8000 --bind 169.254.68.6 </dev/null >/dev/null 2>&1 &' > sandboxes/na/exec; cat sandboxes/na/exec`)
+	d.mustSh(t, "echo expose 8000 > sandboxes/na/net/ports")
+	ports := strings.Fields(d.mustSh(t, "cat sandboxes/na/net/ports"))
+	if len(ports) != 2 || ports[0] != "8000" || !strings.HasPrefix(ports[1], "127.0.0.1:") {
+		t.Fatalf("net/ports %q; want 8000 127.0.0.1:<port>", ports)
+	}
+	got := ""
+	for i := 0; i < 60 && !strings.HasPrefix(got, "HTTP/1.0 200"); i++ {
+		time.Sleep(time.Second) // the guest's python starts under emulation
+		if c, err := net.Dial("tcp", ports[1]); err == nil {
+			fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
+			b, _ := io.ReadAll(c)
+			c.Close()
+			got = string(b)
+		}
+	}
+	if !strings.HasPrefix(got, "HTTP/1.0 200") {
+		t.Errorf("GET through the exposed port: %q; want HTTP/1.0 200", got[:min(len(got), 80)])
+	}
+	if _, err := d.sh(t, "echo expose 0 > sandboxes/na/net/ports"); err == nil {
+		t.Error("expose 0 succeeded")
+	}
+	d.mustSh(t, "echo unexpose 8000 > sandboxes/na/net/ports")
+	if c, err := net.Dial("tcp", ports[1]); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts after unexpose", ports[1])
+	}
 	d.mustSh(t, "echo kill > sandboxes/nd/ctl")
 	if linkExists(links["nd"]) {
 		t.Errorf("nd killed: host link %s still there", links["nd"])

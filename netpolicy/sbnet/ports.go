@@ -1,0 +1,140 @@
+package sbnet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/msg"
+)
+
+// maxPorts bounds the guest ports one sandbox exposes at once.
+const maxPorts = 64
+
+// exposed is one guest TCP port exposed to the host: a listener of the
+// daemon's on the host's loopback whose connections are joined to the
+// guest's port, dialled from the sandbox's namespace (the guest sees
+// them come from its gateway, which its filter always allows back).
+type exposed struct {
+	guest uint16
+	ln    net.Listener
+}
+
+// Expose makes guest TCP port p reachable on the host's loopback and
+// returns the address; exposing a port again returns the same address.
+func (n *Net) Expose(p uint16) (string, error) {
+	if p == 0 {
+		return "", msg.Errorf(syscall.EINVAL, "expose: bad port 0")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.filter == nil {
+		return "", msg.Errorf(syscall.ENODEV, "expose: the network is gone")
+	}
+	for _, e := range n.ports {
+		if e.guest == p {
+			return e.ln.Addr().String(), nil
+		}
+	}
+	if len(n.ports) >= maxPorts {
+		return "", msg.Errorf(syscall.E2BIG, "expose: %d ports exposed already, at most %d", len(n.ports), maxPorts)
+	}
+	// The listener's own handle on the namespace: n's may be closed
+	// while its connections are still being dialled.
+	fd, err := unix.FcntlInt(uintptr(n.ns), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return "", msg.Errorf(syscall.EIO, "expose: %v", err)
+	}
+	ns := netns.NsHandle(fd)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		ns.Close()
+		return "", msg.Errorf(syscall.EIO, "expose: %v", err)
+	}
+	n.ports = append(n.ports, &exposed{guest: p, ln: ln})
+	go serveExposed(ln, ns, p)
+	return ln.Addr().String(), nil
+}
+
+// Unexpose closes guest port p's listener (its open connections stay).
+func (n *Net) Unexpose(p uint16) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	i := slices.IndexFunc(n.ports, func(e *exposed) bool { return e.guest == p })
+	if i < 0 {
+		return msg.Errorf(syscall.ENOENT, "unexpose: port %d is not exposed", p)
+	}
+	n.ports[i].ln.Close()
+	n.ports = slices.Delete(n.ports, i, i+1)
+	return nil
+}
+
+// Ports is one line per exposed port, "<guest port> <host address>",
+// in the order they were exposed.
+func (n *Net) Ports() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var s string
+	for _, e := range n.ports {
+		s += fmt.Sprintf("%d %s\n", e.guest, e.ln.Addr())
+	}
+	return s
+}
+
+// closePorts closes every listener. mu held.
+func (n *Net) closePortsLocked() {
+	for _, e := range n.ports {
+		e.ln.Close()
+	}
+	n.ports = nil
+}
+
+// serveExposed joins each connection on ln to guest port p, dialled in
+// namespace ns, which it closes once ln is closed and its connections
+// are dialled.
+func serveExposed(ln net.Listener, ns netns.NsHandle, p uint16) {
+	guest := netip.AddrPortFrom(GuestAddr.Addr(), p).String()
+	var dialing sync.WaitGroup
+	defer func() { go func() { dialing.Wait(); ns.Close() }() }()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		dialing.Add(1)
+		go func() {
+			defer c.Close()
+			var g net.Conn
+			err := inNS(ns, func() error {
+				var err error
+				g, err = net.DialTimeout("tcp4", guest, 10*time.Second)
+				return err
+			})
+			dialing.Done()
+			if err != nil {
+				return
+			}
+			defer g.Close()
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				io.Copy(g, c)
+				g.(*net.TCPConn).CloseWrite()
+			}()
+			io.Copy(c, g)
+			c.(*net.TCPConn).CloseWrite()
+			wg.Wait()
+		}()
+	}
+}
