@@ -8,7 +8,7 @@ while read -r name dir; do
 	[ -n "$name" ] || continue
 	echo "=== lab: $dir ($name)"
 	t0=$(date +%s)
-	(cd "/opt/sandfs/$dir" && "$bindir/$name" -test.v -test.timeout=${SANDFS_LAB_TEST_TIMEOUT:-10m} 2>&1)
+	(cd "/opt/sandfs/$dir" && "$bindir/$name" -test.v -test.timeout=${SANDFS_LAB_TEST_TIMEOUT:-30m} 2>&1)
 	rc=$?
 	t=$(($(date +%s) - t0))
 	if [ $rc = 0 ]; then
