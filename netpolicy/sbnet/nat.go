@@ -60,14 +60,26 @@ func natRules(c *nftables.Conn, rule []expr.Any, input, forward [][]expr.Any) er
 // veth (up0): the guest's address becomes the veth's transit address.
 // It also drops DNS (UDP and TCP port 53, DNS over TLS 853) that the
 // guest sends to be forwarded anywhere: its only name server is the
-// sandbox's resolver, on the gateway (whatever the policy allows).
+// sandbox's resolver, on the gateway (whatever the policy allows). And
+// it drops, to the gateway and beyond, whatever comes from the tap with
+// a source other than the guest's: the namespace's own answers to a
+// forged source (an echo reply, a reset, the resolver's reply) would
+// otherwise leave through up0 unmasqueraded, past the policy and the
+// host's drop of the transit pool.
 func sandboxNAT(ns netns.NsHandle) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
 		return fmt.Errorf("nft: %w", err)
 	}
 	defer c.CloseLasting()
-	var drops [][]expr.Any
+	spoofed := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(tapName)},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}, // saddr
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: GuestAddr.Addr().AsSlice()},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}
+	drops := [][]expr.Any{spoofed}
 	for _, d := range []struct {
 		proto byte
 		port  uint16
@@ -86,7 +98,7 @@ func sandboxNAT(ns netns.NsHandle) error {
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(upName)},
 		&expr.Masq{},
-	}, nil, drops)
+	}, [][]expr.Any{spoofed}, drops)
 }
 
 // hostNAT masquerades, in the host's namespace, what comes from the

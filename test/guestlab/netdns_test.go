@@ -112,6 +112,20 @@ except socket.timeout:
     print("timeout")
 `
 
+// spoofDNSPy sends one A query for argv[2] to the gateway's resolver
+// (169.254.68.5:53) from source address argv[1], built by hand on a raw
+// socket (the kernel fills the IP checksum and id; UDP checksum 0).
+const spoofDNSPy = `import socket, struct, sys
+src, name = sys.argv[1], sys.argv[2]
+q = struct.pack(">6H", 0x4321, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">2H", 1, 1)
+udp = struct.pack(">4H", 40000, 53, 8 + len(q), 0) + q
+ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, socket.inet_aton(src), socket.inet_aton("169.254.68.5"))
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+s.sendto(ip + udp, ("169.254.68.5", 0))
+print("sent")
+`
+
 // TestNetworkDNS: a sandbox with net='allow allowed.test; allow
 // *.cname.test' resolves allowed.test through its own resolver, which
 // asked the host's (a fake on the lab's loopback, --resolver), and the
@@ -171,7 +185,7 @@ func TestNetworkDNS(t *testing.T) {
 	d := startDaemon(t)
 	d.mustSh(t, `echo "new nn net='allow allowed.test; allow *.cname.test'" > ctl`)
 	d.waitAgent(t, "nn")
-	for f, text := range map[string]string{"conn.py": connPy, "dns.py": dnsPy, "rawdns.py": rawDNSPy} {
+	for f, text := range map[string]string{"conn.py": connPy, "dns.py": dnsPy, "rawdns.py": rawDNSPy, "spoof.py": spoofDNSPy} {
 		if err := os.WriteFile(filepath.Join(d.mnt, "sandboxes/nn/fs/root", f), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -202,6 +216,25 @@ func TestNetworkDNS(t *testing.T) {
 		[]string{"dns", "-", "other.test", "refused", "*"})
 	if up.wasAsked("other.test") {
 		t.Error("the host's resolver was asked for other.test, a name the policy does not allow")
+	}
+
+	// A forged source: the namespace must not take it (its answer would
+	// leave through up0 unmasqueraded, past the policy). The same query
+	// from the guest's own address is the control.
+	if got := run("python3 /root/spoof.py 10.77.0.1 forged.cname.test"); got != "sent" {
+		t.Fatalf("spoof.py: %q", got)
+	}
+	if got := run("python3 /root/spoof.py 169.254.68.6 own.cname.test"); got != "sent" {
+		t.Fatalf("spoof.py: %q", got)
+	}
+	for i := 0; i < 100 && !up.wasAsked("own.cname.test"); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !up.wasAsked("own.cname.test") {
+		t.Error("a hand-built query from the guest's own address did not reach the resolver (the control failed)")
+	}
+	if up.wasAsked("forged.cname.test") {
+		t.Error("a query from a forged source address reached the sandbox's resolver")
 	}
 	if rogue.wasAsked("example.test") {
 		t.Error("the guest reached a resolver other than its own")
