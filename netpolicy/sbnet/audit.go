@@ -52,7 +52,7 @@ func (n *Net) readEvents(f *netpolicy.Filter) {
 			dst = netip.AddrPortFrom(e.Dst, e.Port).String()
 		}
 		n.audit(fmt.Sprintf("%s %s %s %s %s %d", e.Time.UTC().Format(auditTime), netpolicy.ProtoName(e.Proto),
-			dst, n.domainOf(e.Dst), e.Verdict, e.Len))
+			dst, auditName(n.domainOf(e.Dst)), e.Verdict, e.Len))
 	})
 }
 
@@ -76,5 +76,25 @@ func dnsLine(e resolver.Event) string {
 		}
 		dst = strings.Join(s, ",")
 	}
-	return time.Now().UTC().Format(auditTime) + " dns " + dst + " " + e.Name + " " + e.Verdict + " " + strconv.Itoa(e.Size)
+	return time.Now().UTC().Format(auditTime) + " dns " + dst + " " + auditName(e.Name) + " " + e.Verdict + " " + strconv.Itoa(e.Size)
+}
+
+// auditName is name as one field of an audit line: a name comes from the
+// guest's query, and DNS labels may hold any byte (a newline would forge
+// a line, a space a field), so every byte but letters, digits and
+// "-_.*" is written as \xHH.
+func auditName(name string) string {
+	if name == "" {
+		return "-"
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.*", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "\\x%02x", c)
+		}
+	}
+	return b.String()
 }
