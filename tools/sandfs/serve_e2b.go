@@ -12,9 +12,15 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"sandfs/e2b"
 	"sandfs/fs/ninep"
 )
+
+// e2bMaxConns bounds the adapter's open connections (the SDK keeps a
+// few per sandbox; a streaming command holds one).
+const e2bMaxConns = 1024
 
 // startE2B serves the E2B adapter (package e2b) on addr until ctx ends;
 // it reaches the tree through srv in process. wg counts its goroutine;
@@ -36,7 +42,10 @@ func startE2B(ctx context.Context, log *slog.Logger, c serveConfig, srv *ninep.S
 	if err != nil {
 		return fmt.Errorf("e2b: %w", err)
 	}
-	hs := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
+	// Clients are hostile: bounded connections (netutil.LimitListener)
+	// and idle keep-alives closed, so none can hold the daemon's fds.
+	l = netutil.LimitListener(l, e2bMaxConns)
+	hs := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Info("serve: E2B adapter listening", "addr", l.Addr().String(), "keys", len(keys))
 	wg.Add(1)
 	go func() {
