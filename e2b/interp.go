@@ -44,9 +44,19 @@ type codeContext struct {
 
 	mu   sync.Mutex // one execution at a time; guards the rest
 	c    *client.Client
-	slot string
 	out  *bufio.Reader
 	dead bool
+	// slot is also read without mu, to kill a running execution's
+	// process (remove, restart): written under both mu and slotMu.
+	slotMu sync.Mutex
+	slot   string
+}
+
+// curSlot is cc's process slot, read without cc.mu.
+func (cc *codeContext) curSlot() string {
+	cc.slotMu.Lock()
+	defer cc.slotMu.Unlock()
+	return cc.slot
 }
 
 // interps are the contexts of every sandbox.
@@ -150,7 +160,10 @@ func (s *Server) startInterp(sc *sandboxCall, cc *codeContext) error {
 		c.Close()
 		return err
 	}
-	cc.c, cc.slot, cc.out, cc.dead = c, slot, bufio.NewReaderSize(f, 64<<10), false
+	cc.c, cc.out, cc.dead = c, bufio.NewReaderSize(f, 64<<10), false
+	cc.slotMu.Lock()
+	cc.slot = slot
+	cc.slotMu.Unlock()
 	return nil
 }
 
@@ -208,7 +221,7 @@ func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "context not found")
 		return
 	}
-	s.stopInterp(sc, cc.slot)
+	s.stopInterp(sc, cc.curSlot())
 	s.ctxs.drop(sc.rec.ID, cc.ID)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -220,7 +233,7 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "context not found")
 		return
 	}
-	s.stopInterp(sc, cc.slot)
+	s.stopInterp(sc, cc.curSlot())
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.c != nil {
