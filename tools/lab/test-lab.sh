@@ -42,7 +42,7 @@ trap 'rm -f "$manifest" "$manifest.rest" "$out"' EXIT
 runlab() {
 	start=$(date +%s)
 	set +e
-	bin/sandfs lab -e SANDFS_LAB_TEST_TIMEOUT="${SANDFS_LAB_TEST_TIMEOUT:-10m}" ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$1" 2>&1 | tee "$out"
+	bin/sandfs lab -e SANDFS_LAB_TEST_TIMEOUT="${SANDFS_LAB_TEST_TIMEOUT:-30m}" ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$1" 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
 	set -e
 	echo "test-lab: lab exited $rc after $(($(date +%s) - start))s"
