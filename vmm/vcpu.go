@@ -3,6 +3,7 @@ package vmm
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -260,6 +261,7 @@ func (c *vcpu) exit() bool {
 		m.mmio(mm)
 	case kvm.ExitHLT, kvm.ExitIntr, kvm.ExitIRQWindowOpen:
 	case kvm.ExitShutdown:
+		c.logTripleFault()
 		m.end(ExitReset, nil) // triple fault: the guest reset itself
 		return false
 	case kvm.ExitSystemEvent:
@@ -285,4 +287,17 @@ func (c *vcpu) exit() bool {
 	default:
 		return true
 	}
+}
+
+// logTripleFault logs the vCPU's state at a triple fault
+// (KVM_EXIT_SHUTDOWN): a guest that resets this way prints nothing, and
+// the registers (System.map resolves RIP: the guest kernel has no KASLR)
+// are all that says where it was.
+func (c *vcpu) logTripleFault() {
+	r, err1 := c.k.GetRegs()
+	s, err2 := c.k.GetSregs()
+	hex := func(v uint64) string { return fmt.Sprintf("%#x", v) }
+	slog.Warn("vcpu: triple fault, the guest resets", "vcpu", c.id, "rip", hex(r.RIP), "rsp", hex(r.RSP),
+		"rflags", hex(r.RFLAGS), "cr0", hex(s.CR0), "cr2", hex(s.CR2), "cr3", hex(s.CR3), "cr4", hex(s.CR4),
+		"efer", hex(s.EFER), "idt", hex(s.IDT.Base), "gdt", hex(s.GDT.Base), "cs", hex(uint64(s.CS.Selector)), "err", errors.Join(err1, err2))
 }
