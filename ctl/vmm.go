@@ -212,7 +212,7 @@ func (r *VMMRuntime) launch(ctx context.Context, id, netPolicy string, cfg vmmpr
 		// The run directory goes with the failed sandbox: keep what the
 		// guest and the VMM said last in the log.
 		r.Log.Warn("vmm failed to start", "id", id, "snapshot", snapshot, "err", err,
-			"console", fileTail(cfg.Console, 2000), "vmmlog", fileTail(cfg.LogFile, 2000))
+			"console", logTail(cfg.Console, 2000), "vmmlog", logTail(cfg.LogFile, 2000))
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
 	done := r.watchNet(p, n)
@@ -435,21 +435,4 @@ func VMMProcess(m Machine) *vmmproc.Process {
 		return vm.p
 	}
 	return nil
-}
-
-// fileTail is the last n bytes of file path ("" if unreadable).
-func fileTail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(st.Size()-n, 0)
-	b := make([]byte, st.Size()-off)
-	k, _ := f.ReadAt(b, off)
-	return string(b[:k])
 }

@@ -3,11 +3,8 @@ package ctlfs
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	iofs "io/fs"
-	"os"
 	"syscall"
 
 	sfs "sandfs/fs"
@@ -118,33 +115,11 @@ func tmplLogFile(n tmplNode, mode iofs.FileMode) sfs.Node {
 		if last == nil {
 			return nil
 		}
-		return tailFile(b, last.Log, maxTmplLog)
-	}}
-}
-
-// tailFile appends the last max bytes of the regular file p to b (a log
-// the daemon wrote: opened without following a link, never a FIFO).
-func tailFile(b *bytes.Buffer, p string, max int64) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, os.ErrNotExist) {
+		log, err := ctl.ReadTail(last.Log, maxTmplLog)
+		if err != nil {
+			return ctl.Errorf(syscall.EIO, "template log: %v", err)
+		}
+		b.Write(log)
 		return nil
-	}
-	if err != nil {
-		return ctl.Errorf(syscall.EIO, "template log: %v", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return ctl.Errorf(syscall.EIO, "template log: not a regular file")
-	}
-	off := max64(0, fi.Size()-max)
-	_, err = io.Copy(b, io.NewSectionReader(f, off, fi.Size()-off))
-	return err
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
+	}}
 }
