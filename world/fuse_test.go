@@ -72,6 +72,17 @@ func TestFUSEPOSIX(t *testing.T) {
 	var sfs unix.Statfs_t
 	must(t, unix.Statfs(o.dir, &sfs))
 
+	// Hard links: one inode, one number, through FUSE too.
+	must(t, os.Link(o.p("a.txt"), o.p("hard")))
+	var s1, s2 unix.Stat_t
+	must(t, unix.Stat(o.p("a.txt"), &s1))
+	must(t, unix.Stat(o.p("hard"), &s2))
+	if s1.Ino != s2.Ino || s2.Nlink != 2 {
+		t.Errorf("a.txt and its link hard: inodes %d and %d, nlink %d; want one inode, nlink 2", s1.Ino, s2.Ino, s2.Nlink)
+	}
+	must(t, os.WriteFile(o.p("hard"), []byte("linked"), 0o644))
+	wantFile(t, o, "a.txt", "linked")
+
 	must(t, os.Symlink("dir/b.txt", o.p("sl")))
 	wantFile(t, o, "sl", "beta")
 	ents, err := os.ReadDir(o.dir)

@@ -85,3 +85,47 @@ func TestWorldRestart(t *testing.T) {
 		t.Errorf("diff after restart: %q, %v", s, err)
 	}
 }
+
+// TestWorldsFUSEInodes: through one FUSE mount, two worlds over one lower
+// never share an inode (each world's files are numbered by identity
+// within that world), while a hard link's two names in one world are
+// one inode.
+func TestWorldsFUSEInodes(t *testing.T) {
+	e := newEnv(t, "")
+	tg := mountFUSE(t, e.tree.Root())
+	lower := t.TempDir()
+	if err := os.WriteFile(filepath.Join(lower, "a.txt"), []byte("alpha"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"w1", "w2"} {
+		if got := writeRead(t, tg, "ctl", "world "+w+" lower="+lower); got != w+"\n" {
+			t.Fatalf("world reply %q", got)
+		}
+	}
+	p := func(s string) string { return filepath.Join(tg.dir, s) }
+	ino := func(s string) uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p(s), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	if ino("worlds/w1/fs/a.txt") == ino("worlds/w2/fs/a.txt") {
+		t.Errorf("a.txt in two worlds: one inode %d", ino("worlds/w1/fs/a.txt"))
+	}
+	if err := os.WriteFile(p("worlds/w1/fs/a.txt"), []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p("worlds/w2/fs/a.txt")); err != nil || string(b) != "alpha" {
+		t.Errorf("w2's a.txt after w1's write = %q, %v", b, err)
+	}
+	if err := os.Link(p("worlds/w1/fs/a.txt"), p("worlds/w1/fs/b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := ino("worlds/w1/fs/a.txt"), ino("worlds/w1/fs/b.txt"); a != b {
+		t.Errorf("w1's a.txt and its hard link b.txt: inodes %d and %d", a, b)
+	}
+	if b, err := os.ReadFile(p("worlds/w1/fs/b.txt")); err != nil || string(b) != "one" {
+		t.Errorf("b.txt = %q, %v", b, err)
+	}
+}

@@ -14,9 +14,14 @@
 // tree; the kernel cancels it when the calling process is interrupted
 // (go-fuse fs/api.go "Interrupts"), which ends blocking reads with EINTR.
 //
-// Inode numbers come from one generator per mount, one per tree path; a
-// lookup that finds an existing inode refreshes the node it serves (a
-// sandbox removed and created again under the same id).
+// Inode numbers come from one generator per mount: one per tree path,
+// except in a tree that passes a real file system through (a world's fs/,
+// whose nodes show their file's identity, sfs.Attr.Ino): there one per
+// identity within that tree (its scope: the path of its topmost node
+// showing one), so two hard-linked names are one inode with one number,
+// and two worlds over one lower never share an inode. A lookup that finds
+// an existing inode refreshes the node it serves (a sandbox removed and
+// created again under the same id; the other name of a hard link).
 //
 // Access: every inode holds an sfs.Chan, whose methods check the caller
 // against the modes shown (the one check of both transports; see
@@ -68,9 +73,17 @@ type Mount struct {
 	log    *slog.Logger
 	conn   uint64 // the mount's device number: its /sys/fs/fuse/connections entry
 
-	mu   sync.Mutex        // protects inos, next
+	mu   sync.Mutex        // protects inos, objs, next
 	inos map[string]uint64 // tree path -> inode number
+	objs map[objKey]uint64 // a passed-through file's identity -> inode number
 	next uint64
+}
+
+// objKey is a passed-through file's identity: its sfs.Attr.Ino within
+// the tree whose topmost node is at path scope.
+type objKey struct {
+	scope string
+	ino   uint64
 }
 
 // New mounts root at dir (which must exist).
@@ -79,7 +92,7 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mount{dir: dir, log: log, inos: map[string]uint64{}, next: 1}
+	m := &Mount{dir: dir, log: log, inos: map[string]uint64{}, objs: map[objKey]uint64{}, next: 1}
 	// A root that shows no owner (a remote tree) is the mounting user's,
 	// as a FUSE mount's user_id.
 	rc, err := sfs.NewChan(context.Background(), root, cred.Self().Owner())
@@ -102,7 +115,7 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 		NegativeTimeout: &zero,
 		NullPermissions: true,
 	}
-	rn := &node{m: m, path: "", ch: rc}
+	rn := &node{m: m, path: "", ch: rc, pass: rc.Attr().Ino != 0}
 	srv, err := gofs.Mount(dir, rn, opts)
 	if err != nil {
 		return nil, err
@@ -177,13 +190,38 @@ func (m *Mount) ino(p string) uint64 {
 	return i
 }
 
-// knownIno is the inode number of p if it has one, else 0 (readdir
-// entries get their number at lookup, so listing a large remote directory
-// adds nothing to the map).
-func (m *Mount) knownIno(p string) uint64 {
+// objIno is the inode number of identity k, a new one if it has none.
+func (m *Mount) objIno(k objKey) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	i, ok := m.objs[k]
+	if !ok {
+		m.next++
+		i = m.next
+		m.objs[k] = i
+	}
+	return i
+}
+
+// knownIno is the inode number of p, or of identity k if k.ino is not 0,
+// if it has one, else 0 (readdir entries get their number at lookup, so
+// listing a large directory adds nothing to the maps).
+func (m *Mount) knownIno(p string, k objKey) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if k.ino != 0 {
+		return m.objs[k]
+	}
 	return m.inos[p]
+}
+
+// forgetObj drops identity k's inode number ino (OnForget).
+func (m *Mount) forgetObj(k objKey, ino uint64) {
+	m.mu.Lock()
+	if m.objs[k] == ino {
+		delete(m.objs, k)
+	}
+	m.mu.Unlock()
 }
 
 // forget drops p's inode number ino once the kernel has forgotten its
@@ -255,8 +293,15 @@ type node struct {
 	gofs.Inode
 	m *Mount
 
+	// pass: the node shows a passed-through file's identity (obj) in
+	// the tree at scope, and so has its inode number by that identity,
+	// not by path; set at creation.
+	pass  bool
+	scope string
+	obj   uint64
+
 	mu   sync.Mutex // protects path, ch
-	path string     // in the tree; a rename moves it (moved)
+	path string     // in the tree (one of its names); a rename moves it (moved)
 	ch   sfs.Chan
 }
 
@@ -282,7 +327,13 @@ var (
 
 // OnForget implements gofs.NodeOnForgetter: the kernel no longer knows
 // this inode, so its path's number can go.
-func (n *node) OnForget() { n.m.forget(n.p(), n.StableAttr().Ino) }
+func (n *node) OnForget() {
+	if n.pass {
+		n.m.forgetObj(objKey{n.scope, n.obj}, n.StableAttr().Ino)
+		return
+	}
+	n.m.forget(n.p(), n.StableAttr().Ino)
+}
 
 func (n *node) cur() sfs.Chan {
 	n.mu.Lock()
@@ -358,7 +409,11 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	out := make([]fuse.DirEntry, 0, len(ents))
 	for _, e := range ents {
 		mode := sfs.UnixMode(e.Mode) &^ 0o7777
-		out = append(out, fuse.DirEntry{Name: e.Name, Mode: mode, Ino: n.m.knownIno(path.Join(n.p(), e.Name))})
+		var k objKey
+		if n.pass && e.Ino != 0 {
+			k = objKey{n.scope, e.Ino}
+		}
+		out = append(out, fuse.DirEntry{Name: e.Name, Mode: mode, Ino: n.m.knownIno(path.Join(n.p(), e.Name), k)})
 	}
 	return gofs.NewListDirStream(out), 0
 }
@@ -371,7 +426,7 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 		return errno(err)
 	}
 	n.setChan(c)
-	fillAttr(c.Attr(), n.m.ino(n.p()), &out.Attr)
+	fillAttr(c.Attr(), n.StableAttr().Ino, &out.Attr)
 	return 0
 }
 
@@ -407,14 +462,25 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 }
 
 // child makes the inode of c, just looked up or created as name in n; an
-// existing inode for that path is pointed at c.
+// existing inode for that path (or that identity: a hard link's other
+// name) is pointed at c.
 func (n *node) child(ctx context.Context, name string, c sfs.Chan, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	a := c.Attr()
 	p := path.Join(n.p(), name)
-	ino := n.m.ino(p)
+	cn := &node{m: n.m, path: p, ch: c}
+	var ino uint64
+	if a.Ino != 0 {
+		cn.pass, cn.scope, cn.obj = true, p, a.Ino
+		if n.pass {
+			cn.scope = n.scope
+		}
+		ino = n.m.objIno(objKey{cn.scope, a.Ino})
+	} else {
+		ino = n.m.ino(p)
+	}
 	fillAttr(a, ino, &out.Attr)
 	mode := sfs.UnixMode(a.Mode) &^ 0o7777
-	ch := n.NewInode(ctx, &node{m: n.m, path: p, ch: c}, gofs.StableAttr{Mode: mode, Ino: ino})
+	ch := n.NewInode(ctx, cn, gofs.StableAttr{Mode: mode, Ino: ino})
 	if cn, ok := ch.Operations().(*node); ok {
 		cn.setChan(c) // an existing inode serves the node just found
 	}
