@@ -49,7 +49,7 @@ type run struct {
 }
 
 // startRun starts tools/lab/run.sh with a private mount point and state
-// directory, waits for its "sandfs is up" banner and checks it took the
+// directory, waits for the end of its "sandfs is up" banner and checks it took the
 // expected path; Cleanup stops it (SIGTERM, as Ctrl-C would).
 func startRun(t *testing.T, mode string, env ...string) *run {
 	t.Helper()
@@ -91,7 +91,9 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 		said := false
 		for sc.Scan() {
 			log.WriteString(sc.Text() + "\n")
-			if !said && strings.HasPrefix(sc.Text(), "sandfs is up") {
+			// The banner's last line: the key and the quick start are
+			// in the log once it is read.
+			if !said && strings.HasPrefix(sc.Text(), "Press Ctrl-C to stop") {
 				said = true
 				up <- true
 			}
