@@ -1,9 +1,6 @@
 package vsock
 
-import (
-	"log/slog"
-	"time"
-)
+import "time"
 
 // Packets to the guest. Control packets wait in Device.ctrl and go first;
 // then each connection in turn sends host data within the guest's credit
@@ -173,16 +170,15 @@ func (d *Device) holdLocked() bool {
 	if !d.resetEvent && !d.resetInFlight {
 		return false
 	}
-	if time.Since(d.resetSince) > resetHold {
-		slog.Warn("vsock: guest did not handle TRANSPORT_RESET in time; sending anyway")
-		d.resetEvent, d.resetInFlight = false, false
-		return false
-	}
 	if q := d.t.Queue(evQueue); !q.Live() || d.resetInFlight && q.AvailIdx() != d.evMark {
 		d.resetEvent, d.resetInFlight = false, false
 		return false
 	}
-	time.AfterFunc(5*time.Millisecond, d.rxKick.Kick)
+	poll := resetPoll
+	if d.resetInFlight && time.Since(d.resetSent) > resetSlow {
+		poll = resetPollSlow
+	}
+	time.AfterFunc(poll, d.rxKick.Kick)
 	return true
 }
 
@@ -208,6 +204,7 @@ func (d *Device) sendEvents() bool {
 	d.mu.Lock()
 	d.evMark = q.AvailIdx() // before the guest can see the event and refill
 	d.resetEvent, d.resetInFlight = false, true
+	d.resetSent = time.Now()
 	d.mu.Unlock()
 	q.Push(ch.Head, ch.Written())
 	d.t.SignalUsed(q)

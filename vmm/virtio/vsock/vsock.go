@@ -38,10 +38,12 @@ type Device struct {
 	// delivered meanwhile could be reset too. So packets to the guest are
 	// held from the restore until the guest has handled the event, which
 	// it shows by putting the event buffer back (avail.idx moves past
-	// evMark), or until resetHold passes.
+	// evMark). There is no time limit: a restored guest may run seconds
+	// later under load, and one that never handles the event only keeps
+	// its own vsock silent.
 	resetInFlight bool
 	evMark        uint16
-	resetSince    time.Time
+	resetSent     time.Time // when the event was put in the guest's queue
 	closed        bool
 }
 
@@ -80,9 +82,10 @@ const (
 	// provokes RSTs without posting buffers loses the excess ones).
 	maxConns = 1024
 	maxCtrl  = 4096
-	// resetHold bounds how long packets wait for a TRANSPORT_RESET to be
-	// handled by the guest.
-	resetHold = 2 * time.Second
+	// resetPoll is how often held packets look whether the guest has
+	// handled a TRANSPORT_RESET (it does not notify for the event buffer
+	// it puts back); after resetSlow it looks less often.
+	resetPoll, resetPollSlow, resetSlow = 5 * time.Millisecond, 100 * time.Millisecond, time.Second
 )
 
 var _ virtio.Device = (*Device)(nil)
@@ -177,7 +180,7 @@ func (d *Device) Reset() {
 		d.dropLocked(c, false)
 	}
 	d.ctrl = nil
-	d.resetEvent = false
+	d.resetEvent, d.resetInFlight = false, false
 	d.mu.Unlock()
 }
 

@@ -332,6 +332,18 @@ func TestCreditOverrunResets(t *testing.T) {
 func TestSaveRestoreTransportReset(t *testing.T) {
 	g := newGuest(t)
 	g.d.AddKick(evQueue, virtiotest.W(4))
+	// A connection the guest still has when the machine is saved.
+	old, err := net.Dial("unix", g.dev.uds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	fmt.Fprintf(old, "CONNECT 9\n")
+	oldReq := g.expect(opRequest)
+	g.send(opResponse, 9, oldReq.SrcPort, 0, 0, nil)
+	if line, err := bufio.NewReader(old).ReadString('\n'); err != nil || !strings.HasPrefix(line, "OK ") {
+		t.Fatalf("old connection: %q, %v", line, err)
+	}
 	g.dev.Transport().Pause()
 	s := g.dev.Save()
 	g.dev.Close()
@@ -359,13 +371,22 @@ func TestSaveRestoreTransportReset(t *testing.T) {
 	}
 	defer hc.Close()
 	fmt.Fprintf(hc, "CONNECT 9\n")
-	// Held until the guest has handled the reset (re-posted the buffer).
+	// Held until the guest has handled the reset (re-posted the buffer),
+	// however late the guest runs (the event was given long ago).
 	if u, ok := g.d.Wait(rxQueue, 200*time.Millisecond); ok {
 		t.Fatalf("packet before the guest handled TRANSPORT_RESET: %+v", u)
 	}
+	dev2.mu.Lock()
+	dev2.resetSent = dev2.resetSent.Add(-time.Hour)
+	dev2.mu.Unlock()
+	if u, ok := g.d.Wait(rxQueue, 300*time.Millisecond); ok {
+		t.Fatalf("packet before the guest handled a TRANSPORT_RESET given an hour ago: %+v", u)
+	}
 	g.d.AddKick(evQueue, virtiotest.W(4))
-	if p := g.expect(opRequest); p.DstPort != 9 {
-		t.Fatalf("request %+v", p.hdr)
+	// The new connection does not take the port of the one the guest had
+	// (its REQUEST would reach that socket until the reset is handled).
+	if p := g.expect(opRequest); p.DstPort != 9 || p.SrcPort <= oldReq.SrcPort {
+		t.Fatalf("request %+v after restore; the guest's old connection was from port %d", p.hdr, oldReq.SrcPort)
 	}
 }
 
