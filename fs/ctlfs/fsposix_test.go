@@ -10,8 +10,8 @@ import (
 )
 
 // TestFSPOSIXFUSE: chmod, chown, utimes and rename on a sandbox's fs/
-// through the FUSE mount reach the agent's real files; link and symlink
-// are refused (EPERM: the bind follows links and makes none).
+// through the FUSE mount reach the agent's real files, and so do link
+// and symlink (Tlink, Tsymlink).
 func TestFSPOSIXFUSE(t *testing.T) {
 	e := newGuestEnv(t, true)
 	a := e.newSandbox(t, "t")
@@ -44,10 +44,26 @@ func TestFSPOSIXFUSE(t *testing.T) {
 	if os.Geteuid() == 0 && (st.Uid != 4001 || st.Gid != 4002) {
 		t.Errorf("the agent's g: owner %d:%d; want 4001:4002", st.Uid, st.Gid)
 	}
-	if err := os.Link(filepath.Join(fsDir, "g"), filepath.Join(fsDir, "h")); !errors.Is(err, syscall.EPERM) {
-		t.Errorf("link through the bind: %v; want EPERM", err)
+	if err := os.Link(filepath.Join(fsDir, "g"), filepath.Join(fsDir, "h")); err != nil {
+		t.Errorf("link through the bind: %v", err)
 	}
-	if err := os.Symlink("g", filepath.Join(fsDir, "s")); !errors.Is(err, syscall.EPERM) {
-		t.Errorf("symlink through the bind: %v; want EPERM", err)
+	var hs syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(a.root, "h"), &hs); err != nil || hs.Ino != st.Ino || hs.Nlink != 2 {
+		t.Errorf("the agent's h: %v, inode %d (g's %d), nlink %d; want g's inode, nlink 2", err, hs.Ino, st.Ino, hs.Nlink)
+	}
+	if err := os.Symlink("g", filepath.Join(fsDir, "s")); err != nil {
+		t.Errorf("symlink through the bind: %v", err)
+	}
+	if l, err := os.Readlink(filepath.Join(a.root, "s")); err != nil || l != "g" {
+		t.Errorf("the agent's s: %q, %v; want a link to g", l, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(fsDir, "s")); err != nil || string(b) != "x" {
+		t.Errorf("s through the bind reads %q, %v", b, err)
+	}
+	if err := os.Symlink("g", filepath.Join(fsDir, "s")); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("symlink over s: %v; want EEXIST", err)
+	}
+	if err := os.Link(fsDir, filepath.Join(fsDir, "dirlink")); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("link of a directory: %v; want EPERM", err)
 	}
 }

@@ -73,6 +73,8 @@ type Mount struct {
 	log    *slog.Logger
 	conn   uint64 // the mount's device number: its /sys/fs/fuse/connections entry
 
+	root *node // the mount's root
+
 	mu   sync.Mutex        // protects inos, objs, next
 	inos map[string]uint64 // tree path -> inode number
 	objs map[objKey]uint64 // a passed-through file's identity -> inode number
@@ -116,6 +118,7 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 		NullPermissions: true,
 	}
 	rn := &node{m: m, path: "", ch: rc, pass: rc.Attr().Ino != 0}
+	m.root = rn
 	srv, err := gofs.Mount(dir, rn, opts)
 	if err != nil {
 		return nil, err

@@ -119,14 +119,19 @@ func under(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
-// Link implements gofs.NodeLinker.
+// Link implements gofs.NodeLinker; the target is looked up again by
+// its path (Mount.walk).
 func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	tn, ok := target.(*node)
 	if !ok {
 		return nil, syscall.EXDEV
 	}
 	ctx = caller(ctx)
-	if err := n.cur().Link(ctx, tn.cur(), name); err != nil {
+	t, err := n.m.walk(ctx, tn.p())
+	if err != nil {
+		return nil, errno(err)
+	}
+	if err := n.cur().Link(ctx, t, name); err != nil {
 		return nil, errno(err)
 	}
 	c, err := n.cur().Walk(ctx, name)
@@ -134,6 +139,20 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 		return nil, errno(err)
 	}
 	return n.child(ctx, name, c, out)
+}
+
+// walk looks p up from the root, as the caller: the node a path names
+// now (a tree node that does not follow renames, sfs.Mover, still names
+// its old place).
+func (m *Mount) walk(ctx context.Context, p string) (sfs.Chan, error) {
+	c := m.root.cur()
+	for _, name := range sfs.SplitPath(p) {
+		var err error
+		if c, err = c.Walk(ctx, name); err != nil {
+			return sfs.Chan{}, err
+		}
+	}
+	return c, nil
 }
 
 // Symlink implements gofs.NodeSymlinker.

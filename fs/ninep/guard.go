@@ -112,8 +112,11 @@ func validName(s string) bool {
 // a remote tree's). A size beyond int64 is cut to the largest int64.
 func FromP9Attr(a p9.Attr) sfs.Attr {
 	mode := iofs.FileMode(a.Mode.Permissions())
-	if a.Mode.IsDir() {
+	switch {
+	case a.Mode.IsDir():
 		mode |= iofs.ModeDir
+	case a.Mode.IsSymlink():
+		mode |= iofs.ModeSymlink
 	}
 	size := int64(min(a.Size, math.MaxInt64))
 	return sfs.Attr{Mode: mode, Size: size, Mtime: time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds))}
