@@ -142,7 +142,12 @@ type fakeMachine struct {
 	snapFail error  // Snapshot fails with this
 	snapped  []bool // for each Snapshot: was it paused
 	base     string // a template snapshot's directory: the first snapshot is a delta over it
+	console  string // what LastWords says its guest printed last
 }
+
+// LastWords implements the daemon's optional last-words log of a machine
+// that ended unasked.
+func (m *fakeMachine) LastWords() []any { return []any{"console", m.console} }
 
 // Snapshot implements Snapshotter: a file "marker" holding m.marker; a
 // delta when parent is the machine's last snapshot.

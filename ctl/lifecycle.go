@@ -198,7 +198,11 @@ func (s *Sandbox) watch(m Machine) {
 	}
 	if s.state != StateStopping {
 		// Nobody asked: a guest that powered off, or a VMM that died.
-		p.log.Warn("sandbox's machine ended unasked", "sandbox", s.id, "why", why)
+		attrs := []any{"sandbox", s.id, "why", why}
+		if lw, ok := m.(interface{ LastWords() []any }); ok {
+			attrs = append(attrs, lw.LastWords()...)
+		}
+		p.log.Warn("sandbox's machine ended unasked", attrs...)
 	}
 	s.die(why, nil)
 	s.op.Unlock()

@@ -387,10 +387,11 @@ func TestStartFailure(t *testing.T) {
 
 func TestMachineDies(t *testing.T) {
 	rt := newFakeRuntime()
-	p, _ := openPlane(t, t.TempDir(), rt)
+	p, logs := openPlane(t, t.TempDir(), rt)
 	do(t, p, "new t1")
 	s := lookup(t, p, "t1")
 	v := s.Version()
+	rt.machine("t1").console = "the guest's last line"
 	rt.machine("t1").crash(errors.New("vmm: exit status 2"))
 	line, err := s.WaitFrom(ctx(t), v)
 	if err != nil || !strings.HasPrefix(line, "t1 dead ") {
@@ -398,6 +399,11 @@ func TestMachineDies(t *testing.T) {
 	}
 	if s.Err() != "vmm: exit status 2" {
 		t.Errorf("Err() = %q; want the machine's reason", s.Err())
+	}
+	// The log says why and what the guest said last (its run directory
+	// may go with the sandbox).
+	if l := logs.String(); !strings.Contains(l, "ended unasked") || !strings.Contains(l, `console="the guest's last line"`) {
+		t.Errorf("log = %q; want the unasked end with the machine's last words", l)
 	}
 }
 

@@ -395,6 +395,14 @@ func (m *vmmMachine) Err() error {
 	return fmt.Errorf("vmm ended: %s", reason)
 }
 
+// LastWords is what the guest's console and the VMM's log said last: the
+// daemon logs it when a machine ends unasked (lifecycle.go), since the run
+// directory may go with the sandbox and a guest that resets by a triple
+// fault prints nothing (the VMM logs its registers).
+func (m *vmmMachine) LastWords() []any {
+	return []any{"console", logTail(m.console, 2000), "vmmlog", logTail(filepath.Join(filepath.Dir(m.console), "vmm.log"), 2000)}
+}
+
 // untilEnd is ctx, also cancelled when the machine ends: a wait for its
 // agent then ends at once instead of after agentWait.
 func (m *vmmMachine) untilEnd(ctx context.Context) (context.Context, context.CancelFunc) {
