@@ -17,10 +17,13 @@
 // one JSON file).
 //
 // Access: every REST request needs an API key (X-API-KEY); a key maps to
-// a tree identity (cred.Cred), and the adapter reaches the tree as that
-// identity (Config.Dial), so the tree's access model holds: a key sees
-// and drives only its own sandboxes. envd requests need the sandbox's
-// access token (X-Access-Token), issued at create.
+// an explicit tree identity (cred.Cred), and the adapter reaches the
+// tree as that identity (Config.Dial), so the tree's access model holds.
+// On top of it the adapter scopes by key itself, whatever the identity
+// (several keys may act as one uid, or as root): a key sees and touches
+// only the sandboxes it made and the snapshots it took (Registry).
+// envd requests need the sandbox's access token (X-Access-Token), issued
+// at create.
 //
 // The Connect services are served with connect-go and a JSON codec over
 // plain Go structs (messages.go) instead of generated protobuf types:

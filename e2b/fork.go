@@ -45,6 +45,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		s.treeError(w, err)
 		return
 	}
+	s.adoptSnaps(cl, cl.rec.ID)
 	out := []forkResult{}
 	for _, id := range strings.Fields(reply) {
 		rec := &Record{

@@ -20,12 +20,15 @@ import (
 // minKey is the shortest API key accepted.
 const minKey = 16
 
-// LoadKeys returns the API keys and who each acts as. From file, if
-// given: one key a line, then optionally UID[:GID] (default 0:0, root),
-// '#' comments. Else $SANDFS_E2B_KEY (root; then removed from the
-// environment, so that no child inherits it). Else the key in
-// genFile, generated (32 hex digits, mode 0600) when missing: generated
-// is then that key, for the caller to print.
+// LoadKeys returns the API keys and who each acts as in the tree. From
+// file, if given: one key a line, then its owner UID[:GID] (required,
+// so that no key acts as root unless its line says 0; GID defaults to
+// 0), '#' comments. Else $SANDFS_E2B_KEY (then removed from the
+// environment, so that no child inherits it). Else the key in genFile,
+// generated (32 hex digits, mode 0600) when missing: generated is then
+// that key, for the caller to print. The last two are the operator's
+// single key and act as root (the daemon's own identity), as the
+// daemon's unix socket does.
 func LoadKeys(file, genFile string) (keys map[string]cred.Cred, generated string, err error) {
 	keys = map[string]cred.Cred{}
 	switch {
@@ -42,7 +45,7 @@ func LoadKeys(file, genFile string) (keys map[string]cred.Cred, generated string
 			}
 			who, err := parseWho(f[1:])
 			if err != nil || len(f[0]) < minKey {
-				return nil, "", fmt.Errorf("e2b keys: %s:%d: want KEY (%d+ bytes) [UID[:GID]]", file, i+1, minKey)
+				return nil, "", fmt.Errorf("e2b keys: %s:%d: want KEY (%d+ bytes) UID[:GID] (0 for root)", file, i+1, minKey)
 			}
 			keys[f[0]] = who
 		}
@@ -78,13 +81,10 @@ func LoadKeys(file, genFile string) (keys map[string]cred.Cred, generated string
 	return keys, k, nil
 }
 
-// parseWho reads an optional UID[:GID].
+// parseWho reads the owner field, UID[:GID].
 func parseWho(f []string) (cred.Cred, error) {
-	if len(f) == 0 {
-		return cred.Cred{}, nil
-	}
-	if len(f) > 1 {
-		return cred.Cred{}, errors.New("too many fields")
+	if len(f) != 1 {
+		return cred.Cred{}, errors.New("want one owner field UID[:GID]")
 	}
 	u, g, hasG := strings.Cut(f[0], ":")
 	uid, err := strconv.ParseUint(u, 10, 32)

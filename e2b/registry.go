@@ -28,16 +28,27 @@ type Record struct {
 }
 
 // Registry is the adapter's records, saved whole to one JSON file (mode
-// 0600: it holds the access tokens) at every change.
+// 0600: it holds the access tokens) at every change: its sandboxes and
+// which API key owns each snapshot taken through it. The tree's
+// snapshots are global (any of its owner's, or root's, connections may
+// name one); the adapter shows a key only the snapshots it took.
 type Registry struct {
-	path string // "" for memory only
-	mu   sync.Mutex
-	recs map[string]*Record
+	path  string     // "" for memory only
+	mu    sync.Mutex // guards recs and snaps
+	recs  map[string]*Record
+	snaps map[string]string // snapshot name → keyID of its owner
+}
+
+// saved is the registry file: {"sandboxes": [...], "snapshots": {name: owner}}.
+// A file written before snapshots had owners is a bare list of records.
+type saved struct {
+	Sandboxes []*Record         `json:"sandboxes"`
+	Snapshots map[string]string `json:"snapshots,omitempty"`
 }
 
 // NewRegistry makes an empty registry saved at path ("" for none).
 func NewRegistry(path string) *Registry {
-	return &Registry{path: path, recs: map[string]*Record{}}
+	return &Registry{path: path, recs: map[string]*Record{}, snaps: map[string]string{}}
 }
 
 // LoadRegistry reads the registry saved at path (empty if there is no
@@ -51,12 +62,20 @@ func LoadRegistry(path string) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recs []*Record
-	if err := json.Unmarshal(b, &recs); err != nil {
+	var sv saved
+	if len(b) > 0 && b[0] == '[' {
+		err = json.Unmarshal(b, &sv.Sandboxes)
+	} else {
+		err = json.Unmarshal(b, &sv)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("e2b registry %s: %w", path, err)
 	}
-	for _, rec := range recs {
+	for _, rec := range sv.Sandboxes {
 		r.recs[rec.ID] = rec
+	}
+	for name, owner := range sv.Snapshots {
+		r.snaps[name] = owner
 	}
 	return r, nil
 }
@@ -121,16 +140,47 @@ func (r *Registry) Delete(id string) error {
 	return r.saveLocked()
 }
 
+// SnapOwner is the keyID of the API key that owns snapshot name, "" if
+// none does (taken outside the adapter, or removed).
+func (r *Registry) SnapOwner(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snaps[name]
+}
+
+// PutSnap records that snapshot name belongs to the key with keyID owner
+// (a new snapshot of that name replaces a removed one's record).
+func (r *Registry) PutSnap(name, owner string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.snaps[name] == owner {
+		return nil
+	}
+	r.snaps[name] = owner
+	return r.saveLocked()
+}
+
+// DeleteSnap forgets snapshot name.
+func (r *Registry) DeleteSnap(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.snaps[name]; !ok {
+		return nil
+	}
+	delete(r.snaps, name)
+	return r.saveLocked()
+}
+
 // saveLocked writes the registry: a new file renamed over the old.
 func (r *Registry) saveLocked() error {
 	if r.path == "" {
 		return nil
 	}
-	recs := make([]*Record, 0, len(r.recs))
+	sv := saved{Sandboxes: make([]*Record, 0, len(r.recs)), Snapshots: r.snaps}
 	for _, rec := range r.recs {
-		recs = append(recs, rec)
+		sv.Sandboxes = append(sv.Sandboxes, rec)
 	}
-	b, err := json.MarshalIndent(recs, "", "  ")
+	b, err := json.MarshalIndent(sv, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -168,7 +168,8 @@ func sandboxOf(rec *Record) sandboxJSON {
 }
 
 // create is POST /v2/sandboxes: `new template=T timeout=N` on /ctl, or
-// `new from=SNAP` when the template names one of the key's snapshots.
+// `new from=SNAP` when the template names one of the key's snapshots
+// (the registry's: never another key's).
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	cl, ok := s.begin(w, r, false)
 	if !ok {
@@ -198,10 +199,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		tmpl = "base"
 	}
 	m := "new template=" + msg.Quote(tmpl)
-	if plainName(req.TemplateID) {
-		if _, err := cl.c.StatAttr("snapshots/" + req.TemplateID); err == nil {
-			m = "new from=" + msg.Quote(req.TemplateID)
-		}
+	if s.ownSnap(cl, req.TemplateID) { // another key's snapshot is no template either
+		m = "new from=" + msg.Quote(req.TemplateID)
 	}
 	m += " timeout=" + strconv.Itoa(timeout)
 	id, err := ctlMsg(cl.c, "ctl", "err", m)

@@ -43,11 +43,36 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 		s.treeError(w, err)
 		return
 	}
+	if err := s.reg.PutSnap(name, cl.rec.Owner); err != nil {
+		s.log.Error("e2b: registry: " + err.Error())
+	}
 	writeJSON(w, http.StatusCreated, snapshotInfo{SnapshotID: name, Names: []string{name}})
 }
 
+// adoptSnaps records as the key's every snapshot of its sandbox id that
+// no key owns yet (the one `clone` leaves, whose name no reply gives).
+func (s *Server) adoptSnaps(cl call, id string) {
+	ents, err := cl.c.ReadDir("sandboxes/" + id + "/snapshots")
+	if err != nil {
+		s.log.Warn("e2b: snapshots of "+id, "err", err)
+		return
+	}
+	for _, e := range ents {
+		if s.reg.SnapOwner(e.Name) == "" {
+			if err := s.reg.PutSnap(e.Name, keyID(cl.key)); err != nil {
+				s.log.Error("e2b: registry: " + err.Error())
+			}
+		}
+	}
+}
+
+// ownSnap reports whether name is a snapshot the key took.
+func (s *Server) ownSnap(cl call, name string) bool {
+	return plainName(name) && s.reg.SnapOwner(name) == keyID(cl.key)
+}
+
 // listSnapshots is GET /snapshots?sandboxID=&limit=&nextToken=: the
-// snapshots whose info the key may read (its own), oldest first.
+// tree's snapshots the key took (the registry's), oldest first.
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	cl, ok := s.begin(w, r, false)
 	if !ok {
@@ -61,12 +86,14 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []snapshotInfo{}
 	for _, e := range ents {
-		b, err := cl.c.ReadFile("snapshots/" + e.Name + "/info")
-		if err != nil {
-			continue // another owner's (EACCES), or removed meanwhile
-		}
-		if id := q.Get("sandboxID"); id != "" && !strings.Contains(" "+string(b), " sandbox="+id+" ") {
+		if !s.ownSnap(cl, e.Name) {
 			continue
+		}
+		if id := q.Get("sandboxID"); id != "" {
+			b, err := cl.c.ReadFile("snapshots/" + e.Name + "/info")
+			if err != nil || !strings.Contains(" "+string(b), " sandbox="+id+" ") {
+				continue // removed meanwhile, or another sandbox's
+			}
 		}
 		out = append(out, snapshotInfo{SnapshotID: e.Name, Names: []string{e.Name}})
 	}
@@ -83,14 +110,15 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// deleteSnapshot is DELETE /templates/{id}: `rm` on the snapshot's ctl.
+// deleteSnapshot is DELETE /templates/{id}: `rm` on the snapshot's ctl,
+// for a snapshot the key took (any other name: 404).
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	cl, ok := s.begin(w, r, false)
 	if !ok {
 		return
 	}
 	id := chi.URLParam(r, "id")
-	if !plainName(id) {
+	if !s.ownSnap(cl, id) {
 		writeError(w, http.StatusNotFound, "snapshot "+strconv.Quote(id)+" not found")
 		return
 	}
@@ -101,6 +129,9 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.treeError(w, err)
 	default:
+		if err := s.reg.DeleteSnap(id); err != nil {
+			s.log.Error("e2b: registry: " + err.Error())
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

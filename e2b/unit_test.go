@@ -126,10 +126,15 @@ func TestLoadKeys(t *testing.T) {
 		t.Errorf("second start: key %q, want the same %q", k2, k)
 	}
 	f := filepath.Join(dir, "keys")
-	os.WriteFile(f, []byte("# team\nkey-aaaaaaaaaaaaaaaa 1000:1000\nkey-bbbbbbbbbbbbbbbb\n"), 0o600)
+	os.WriteFile(f, []byte("# team\nkey-aaaaaaaaaaaaaaaa 1000:1000\nkey-bbbbbbbbbbbbbbbb 0\n"), 0o600)
 	keys, _, err = LoadKeys(f, gen)
 	if err != nil || keys["key-aaaaaaaaaaaaaaaa"].UID != 1000 || keys["key-aaaaaaaaaaaaaaaa"].GID != 1000 || keys["key-bbbbbbbbbbbbbbbb"].UID != 0 {
 		t.Errorf("keys file: %v %v", keys, err)
+	}
+	// An owner is explicit: a key without one would act as root unsaid.
+	os.WriteFile(f, []byte("key-aaaaaaaaaaaaaaaa 1000\nkey-bbbbbbbbbbbbbbbb\n"), 0o600)
+	if _, _, err := LoadKeys(f, gen); err == nil || !strings.Contains(err.Error(), ":2:") {
+		t.Errorf("a key without an owner: %v, want an error for line 2", err)
 	}
 	os.WriteFile(f, []byte("short\n"), 0o600)
 	if _, _, err := LoadKeys(f, gen); err == nil {
@@ -152,6 +157,19 @@ func TestRegistrySaved(t *testing.T) {
 	r2.Delete("a")
 	if r3, _ := LoadRegistry(p); r3.Get("a") != nil || r3.Get("b") == nil {
 		t.Error("delete not saved")
+	}
+	r2.PutSnap("s1", "o2")
+	if r3, _ := LoadRegistry(p); r3.SnapOwner("s1") != "o2" {
+		t.Error("a snapshot's owner not saved")
+	}
+	r2.DeleteSnap("s1")
+	if r3, _ := LoadRegistry(p); r3.SnapOwner("s1") != "" || r3.Get("b") == nil {
+		t.Error("a snapshot's delete not saved")
+	}
+	// A file from before snapshot owners: a bare list of records.
+	os.WriteFile(p, []byte(`[{"id":"old","owner":"o1"}]`), 0o600)
+	if r4, err := LoadRegistry(p); err != nil || r4.Get("old") == nil {
+		t.Errorf("old registry file: %v", err)
 	}
 }
 

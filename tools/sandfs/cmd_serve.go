@@ -67,7 +67,7 @@ func runServe(args []string) int {
 	debug := fl.Bool("debug", false, "log at debug level")
 	group := fl.String("group", "", "group (name or gid) whose members may create sandboxes: it owns /ctl, /clone and the unix sockets (default: the daemon's group)")
 	e2bAddr := fl.String("e2b", "", "also serve the E2B API (REST and envd, package e2b) on this TCP address, e.g. 127.0.0.1:3000; \"\" for none")
-	e2bKeys := fl.String("e2b-keys", "", "E2B API keys, one a line: KEY [UID[:GID]] (default: $SANDFS_E2B_KEY, else STATE/e2b-key, generated and printed if missing; both root's)")
+	e2bKeys := fl.String("e2b-keys", "", "E2B API keys, one a line: KEY UID[:GID], the tree owner it acts as (0 for root; required). Default: $SANDFS_E2B_KEY, else STATE/e2b-key, generated and printed if missing; both the operator's, acting as root")
 	resolver := fl.String("resolver", os.Getenv("SANDFS_RESOLVER"), "the host's DNS resolver, HOST:PORT (UDP), that sandboxes' resolvers forward allowed names to (default: $SANDFS_RESOLVER, else the first nameserver of /etc/resolv.conf)")
 	vmmUIDs := ctl.DefaultVMMIDs
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")

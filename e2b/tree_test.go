@@ -1,0 +1,163 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"sandfs/ctl"
+	"sandfs/ctl/cred"
+	"sandfs/ctl/msg"
+	"sandfs/fs/ctlfs"
+	"sandfs/fs/ninep"
+)
+
+// The tests here drive the adapter against a real tree (package ctl
+// behind fs/ctlfs, served by fs/ninep in process) whose runtime is a
+// fake: machines start, snapshot and restore at once and run nothing.
+
+// fakeRuntime starts fake machines at once; its one template is base.
+type fakeRuntime struct{}
+
+func (fakeRuntime) Start(_ context.Context, sp ctl.Spec) (ctl.Machine, error) {
+	if sp.Template != "base" {
+		return nil, msg.Errorf(syscall.ENOENT, "no template %q", sp.Template)
+	}
+	return newFakeMachine(), nil
+}
+
+// Restore implements ctl.SnapshotRestorer.
+func (fakeRuntime) Restore(context.Context, ctl.Spec, ctl.SnapshotRef) (ctl.Machine, error) {
+	return newFakeMachine(), nil
+}
+
+type fakeMachine struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func newFakeMachine() *fakeMachine { return &fakeMachine{done: make(chan struct{})} }
+
+func (m *fakeMachine) Pause(context.Context) error  { return nil }
+func (m *fakeMachine) Resume(context.Context) error { return nil }
+func (m *fakeMachine) Stop(context.Context) error {
+	m.once.Do(func() { close(m.done) })
+	return nil
+}
+func (m *fakeMachine) Done() <-chan struct{} { return m.done }
+func (m *fakeMachine) Err() error            { return nil }
+
+// Snapshot implements ctl.Snapshotter: a full snapshot with no files.
+func (m *fakeMachine) Snapshot(context.Context, string, string) (ctl.SnapshotStats, error) {
+	return ctl.SnapshotStats{DataBytes: 4096}, nil
+}
+
+// Two keys of the tests; both act as root in the tree.
+const (
+	keyA = "key-aaaaaaaaaaaaaaaa"
+	keyB = "key-bbbbbbbbbbbbbbbb"
+)
+
+// treeEnv is an adapter over a real tree.
+type treeEnv struct {
+	t   *testing.T
+	srv *ninep.Server
+	s   *Server
+}
+
+func newTreeEnv(t *testing.T, dial func(*ninep.Server) Dialer) *treeEnv {
+	p, err := ctl.Open(t.TempDir(), fakeRuntime{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	srv := ninep.NewServer(ctlfs.New(p, nil).Root(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if dial == nil {
+		dial = func(srv *ninep.Server) Dialer { return PipeDialer(ctx, srv) }
+	}
+	s := New(Config{Keys: map[string]cred.Cred{keyA: {}, keyB: {}}, Dial: dial(srv)})
+	t.Cleanup(s.Close)
+	return &treeEnv{t: t, srv: srv, s: s}
+}
+
+// do sends one REST request as key and returns its status and body.
+func (e *treeEnv) do(key, method, path, body string) (int, string) {
+	e.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("X-API-KEY", key)
+	w := httptest.NewRecorder()
+	e.s.ServeHTTP(w, req)
+	b, _ := io.ReadAll(w.Result().Body)
+	return w.Code, string(b)
+}
+
+// create makes a sandbox as key from template (a template or snapshot
+// name) and returns its id.
+func (e *treeEnv) create(key, template string) string {
+	e.t.Helper()
+	code, body := e.do(key, "POST", "/v2/sandboxes", `{"templateID":"`+template+`"}`)
+	var sb sandboxJSON
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sb) != nil {
+		e.t.Fatalf("create %s as %s: %d %s", template, key, code, body)
+	}
+	return sb.SandboxID
+}
+
+// snapIDs is the snapshot ids GET /snapshots answers key.
+func (e *treeEnv) snapIDs(key string) []string {
+	e.t.Helper()
+	code, body := e.do(key, "GET", "/snapshots", "")
+	var infos []snapshotInfo
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &infos) != nil {
+		e.t.Fatalf("GET /snapshots as %s: %d %s", key, code, body)
+	}
+	var ids []string
+	for _, in := range infos {
+		ids = append(ids, in.SnapshotID)
+	}
+	return ids
+}
+
+// TestSnapshotsScopedByKey: a key lists, deletes and creates from only
+// the snapshots it took, though both keys act as root in the tree.
+func TestSnapshotsScopedByKey(t *testing.T) {
+	e := newTreeEnv(t, nil)
+	a := e.create(keyA, "base")
+	code, body := e.do(keyA, "POST", "/sandboxes/"+a+"/snapshots", `{"name":"snap-a"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("snapshot: %d %s", code, body)
+	}
+	code, body = e.do(keyA, "POST", "/sandboxes/"+a+"/fork", `{"count":1}`)
+	if code != http.StatusCreated {
+		t.Fatalf("fork: %d %s", code, body)
+	}
+	ownA := e.snapIDs(keyA)
+	if len(ownA) != 2 || ownA[0] != "snap-a" {
+		t.Errorf("key A's snapshots = %q, want snap-a and the fork's", ownA)
+	}
+	if got := e.snapIDs(keyB); len(got) != 0 {
+		t.Errorf("key B lists %q, want none", got)
+	}
+	if code, body := e.do(keyB, "DELETE", "/templates/snap-a", ""); code != http.StatusNotFound {
+		t.Errorf("key B deletes A's snapshot: %d %s, want 404", code, body)
+	}
+	if code, body := e.do(keyB, "POST", "/v2/sandboxes", `{"templateID":"snap-a"}`); code != http.StatusNotFound {
+		t.Errorf("key B creates from A's snapshot: %d %s, want 404", code, body)
+	}
+	b := e.create(keyA, "snap-a") // its owner may
+	if code, _ := e.do(keyB, "GET", "/sandboxes/"+b, ""); code != http.StatusNotFound {
+		t.Errorf("key B reads A's sandbox: %d, want 404", code)
+	}
+	if code, body := e.do(keyA, "DELETE", "/templates/snap-a", ""); code != http.StatusNoContent {
+		t.Errorf("key A deletes its snapshot: %d %s", code, body)
+	}
+}
+
