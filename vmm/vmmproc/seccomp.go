@@ -3,6 +3,7 @@ package vmmproc
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"unsafe"
 
@@ -285,6 +286,14 @@ func installSeccomp(p seccompPolicy) error {
 	if err != nil {
 		return err
 	}
+	// no_new_privs is a thread's: the seccomp call must come from the
+	// thread that set it (TSYNC then gives it to every other). Without the
+	// lock the goroutine could move between the two calls, and a thread
+	// without it and, after setresuid, without CAP_SYS_ADMIN gets EACCES:
+	// "install filter: permission denied" (seen in the lab under load, a
+	// clone's VMM failing to start).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("seccomp: no_new_privs: %w", err)
 	}
