@@ -344,6 +344,10 @@ type vmmMachine struct {
 	uid        int
 	last       string
 	base       string // the template snapshot it was restored from (its entry's _<key>), "" none
+	// root: when last is a pause image (vmmpause.go), the snapshot that
+	// image is a delta over, which is not one ("" none: a full image, or
+	// one over an earlier pause image).
+	root string
 	// lastUnsure: last comes from a record that may lag behind the VMM
 	// (an adopted machine); a delta over it that the VMM refuses is
 	// taken again full.

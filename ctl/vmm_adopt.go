@@ -83,17 +83,24 @@ func (r *VMMRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
 // a snapshot, before the record): the machine is marked unsure, and a
 // delta the VMM refuses is taken again full (vmmMachine.Snapshot).
 func (r *VMMRuntime) adoptLast(m *vmmMachine, last, restored string) {
-	from := filepath.Base(restored)
-	if r.CacheDir != "" && restored != "" && strings.HasPrefix(from, snapBaseMark) && from != snapBaseMark {
-		entry := filepath.Join(r.CacheDir, from[len(snapBaseMark):], from)
-		if fi, err := os.Stat(filepath.Join(entry, snapshot.MetaFile)); err == nil && fi.Mode().IsRegular() {
-			m.base = entry
-			if last == "" {
-				last = from
-			}
-		}
+	if from := filepath.Base(restored); restored != "" && r.adoptBase(m, from) && last == "" {
+		last = from
 	}
 	m.last, m.lastUnsure = last, last != ""
+}
+
+// adoptBase sets m.base when from names a template snapshot ("_<key>")
+// whose cache entry is still there, and reports whether it did.
+func (r *VMMRuntime) adoptBase(m *vmmMachine, from string) bool {
+	if r.CacheDir == "" || !strings.HasPrefix(from, snapBaseMark) || from == snapBaseMark || strings.HasPrefix(from, pauseMark) || !validBase(from) {
+		return false
+	}
+	entry := filepath.Join(r.CacheDir, from[len(snapBaseMark):], from)
+	if fi, err := os.Stat(filepath.Join(entry, snapshot.MetaFile)); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	m.base = entry
+	return true
 }
 
 // Reap implements Reaper: the VMM still running in dir, if any, is

@@ -8,6 +8,7 @@ package ctl
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,19 +28,27 @@ var (
 // starts with its template's name) can have it.
 const pauseMark = "_pause-"
 
-// SaveToDisk implements DiskPauser: the image is "<id> <host> <image>",
-// the memory snapshot's id in the work store, the host name of the
-// machine's kernel command line and the identity of its disk's base
-// image (both needed to restore it: vmmMachine.Snapshot's Boot).
+// SaveToDisk implements DiskPauser: the image is "<id> <host> <image>
+// <root>", the memory snapshot's id in the work store, the host name of
+// the machine's kernel command line, the identity of its disk's base
+// image (both needed to restore it: vmmMachine.Snapshot's Boot) and the
+// snapshot the memory is a delta over ("-": it is full). An earlier
+// pause image the machine was resumed from is folded in (the delta is
+// over the snapshot that image was over), so that it is superseded and
+// goes at the next resume (dropPauses); only a machine with no snapshot
+// under its pause images (a cold boot) writes one over the last image,
+// and then the image has no <root> field and nothing is dropped.
 func (m *vmmMachine) SaveToDisk(ctx context.Context) (string, error) {
 	if m.work == "" || m.host == "" || m.image == "" || strings.ContainsAny(m.host+m.image, " \n") {
 		return "", Errorf(syscall.ENOTSUP, "the machine's work directory, boot host name or disk image is unknown")
 	}
 	id := pauseMark + strconv.FormatInt(time.Now().UnixNano(), 10)
 	store := filepath.Join(m.work, workSnaps)
-	over := ""
-	if m.last != "" {
-		over = filepath.Join(store, m.last)
+	root, over := m.foldRoot(), ""
+	if root != "" {
+		over = filepath.Join(store, root)
+	} else if m.last != "" {
+		over = filepath.Join(store, m.last) // a pause image with no root
 	}
 	if err := m.takeMem(ctx, filepath.Join(store, id), &over); err != nil {
 		return "", err
@@ -47,7 +56,25 @@ func (m *vmmMachine) SaveToDisk(ctx context.Context) (string, error) {
 	if err := m.p.SyncDisks(ctx); err != nil {
 		return "", err
 	}
-	return id + " " + m.host + " " + m.image, nil
+	img := id + " " + m.host + " " + m.image
+	switch {
+	case over == "":
+		img += " -"
+	case root != "":
+		img += " " + root
+	}
+	m.root = root
+	return img, nil
+}
+
+// foldRoot is the snapshot a delta of m's memory is best taken over: its
+// last one, or when that is a pause image, the one the image is over
+// ("" none).
+func (m *vmmMachine) foldRoot() string {
+	if strings.HasPrefix(m.last, pauseMark) {
+		return m.root
+	}
+	return m.last
 }
 
 // Discard implements DiskPauser: SIGKILL, no orderly stop (the stop
@@ -56,13 +83,18 @@ func (m *vmmMachine) SaveToDisk(ctx context.Context) (string, error) {
 // for the process's end (vmmproc.Process.Abort).
 func (m *vmmMachine) Discard() { m.p.Abort() }
 
-// parseImage splits SaveToDisk's image name.
-func parseImage(img string) (id, host, image string, err error) {
+// parseImage splits SaveToDisk's image name. root is "" when the image
+// has no root field (older records too: then nothing is dropped) or
+// "-" (a full image).
+func parseImage(img string) (id, host, image, root string, err error) {
 	f := strings.Fields(img)
-	if len(f) != 3 || !strings.HasPrefix(f[0], pauseMark) || strings.ContainsAny(f[0], "/") {
-		return "", "", "", Errorf(syscall.EINVAL, "bad pause image %s", msg.Cite(img))
+	if len(f) == 3 {
+		f = append(f, "")
 	}
-	return f[0], f[1], f[2], nil
+	if len(f) != 4 || !strings.HasPrefix(f[0], pauseMark) || strings.ContainsAny(f[0]+f[3], "/") || strings.HasPrefix(f[3], pauseMark) {
+		return "", "", "", "", Errorf(syscall.EINVAL, "bad pause image %s", msg.Cite(img))
+	}
+	return f[0], f[1], f[2], f[3], nil
 }
 
 // ResumeFromDisk implements DiskResumer: the VMM restores the image from
@@ -70,7 +102,7 @@ func parseImage(img string) (id, host, image string, err error) {
 // the paused machine left, then the guest gets the wall clock, entropy
 // and its host name (refreshGuest).
 func (r *VMMRuntime) ResumeFromDisk(ctx context.Context, s Spec, img string) (Machine, error) {
-	id, host, image, err := parseImage(img)
+	id, host, image, root, err := parseImage(img)
 	if err != nil {
 		return nil, &ImageIntactError{err}
 	}
@@ -84,16 +116,44 @@ func (r *VMMRuntime) ResumeFromDisk(ctx context.Context, s Spec, img string) (Ma
 	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
 		return nil, &ImageIntactError{err}
 	}
+	if root != "" {
+		// The record names this image (persisted before the resume):
+		// the ones it superseded go.
+		if err := dropPauses(WorkDir(s), id); err != nil {
+			r.Log.Warn("resume from disk: earlier pause images stay", "id", s.ID, "err", err)
+		}
+	}
 	start := time.Now()
 	vm, err := r.launch(ctx, s.ID, s.Net, cfg, filepath.Join(WorkDir(s), workSnaps, id))
 	if err != nil {
 		return nil, err
 	}
 	vm.last = id
+	if root != "-" {
+		vm.root = root
+		r.adoptBase(vm, root)
+	}
 	if err := vm.refresh(ctx, s.ID); err != nil {
 		vm.p.Kill()
 		return nil, Errorf(Errno(err), "after resume from disk: %s", errText(err))
 	}
 	r.Log.Info("resumed from disk: agent serving", "id", s.ID, "image", id, "after", time.Since(start).Round(time.Millisecond))
 	return vm, nil
+}
+
+// dropPauses removes every pause image in the work store of work but
+// keep (the one a resume starts from, which no earlier one is under).
+func dropPauses(work, keep string) error {
+	ents, err := os.ReadDir(filepath.Join(work, workSnaps))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if n := e.Name(); strings.HasPrefix(n, pauseMark) && n != keep {
+			if err := removeBeneath(work, filepath.Join(workSnaps, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

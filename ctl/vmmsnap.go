@@ -45,12 +45,14 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	id := filepath.Base(dir)
 	store := filepath.Join(m.work, workSnaps)
 	over, base := "", ""
-	switch {
-	case parent != "" && parent == m.last:
+	// After a resume from disk, a delta over the snapshot the pause
+	// image is over, with the image folded in (foldRoot).
+	switch root := m.foldRoot(); {
+	case parent != "" && parent == root:
 		over = filepath.Join(store, parent)
-	case m.base != "" && m.last == filepath.Base(m.base):
+	case m.base != "" && root == filepath.Base(m.base):
 		// Its first snapshot since the template restore.
-		over, base = filepath.Join(store, m.last), m.base
+		over, base = filepath.Join(store, root), m.base
 	}
 	// What an earlier try of this name left (it was never listed: the
 	// registry reserved the name) would make the VMM refuse it.
@@ -102,11 +104,14 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 
 // takeMem has the VMM write its memory snapshot at dir, a delta over
 // *over when set. An adopted machine's recorded last snapshot may not be
-// the VMM's (lastUnsure): a delta it refuses (EINVAL) is taken full, and
-// *over becomes "". On success the machine's chain ends at dir.
+// the VMM's (lastUnsure), nor, after a resume from disk, the root of its
+// pause image (the VMM wrote that image full, compacting): a delta it
+// refuses (EINVAL) is taken full, and *over becomes "". On success the
+// machine's chain ends at dir.
 func (m *vmmMachine) takeMem(ctx context.Context, dir string, over *string) error {
 	err := m.p.Snapshot(ctx, dir, *over)
-	if err != nil && *over != "" && m.lastUnsure && Errno(err) == syscall.EINVAL {
+	unsure := m.lastUnsure || strings.HasPrefix(m.last, pauseMark)
+	if err != nil && *over != "" && unsure && Errno(err) == syscall.EINVAL {
 		*over = ""
 		err = m.p.Snapshot(ctx, dir, "")
 	}

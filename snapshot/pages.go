@@ -77,3 +77,17 @@ func PagesOf(runs []Run, n uint64) Pages {
 	}
 	return s
 }
+
+// Since returns the pages the deltas after chain[i] hold (chain: full
+// snapshot first, as Chain returns it), for n pages: with the pages
+// dirtied since chain's last snapshot, what a delta over chain[i] must
+// hold (a fold of the snapshots after it).
+func Since(chain []*Snapshot, i int, n uint64) Pages {
+	s := NewPages(n)
+	for _, c := range chain[i+1:] {
+		for _, r := range c.Runs {
+			s.SetRange(r.Page, r.Count)
+		}
+	}
+	return s
+}

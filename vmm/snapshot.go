@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"sandfs/ctl/msg"
@@ -20,8 +21,9 @@ const pageSize = snapshot.PageSize
 // Snapshot writes a paused machine's snapshot at dir (which must not
 // exist), atomically: a full one if parent is "", else a delta over
 // parent, which must be the machine's last snapshot or the one it was
-// restored from, in the same directory as dir. A delta holds only the
-// pages dirtied since that snapshot. When parent's chain is too long or
+// restored from or one of its ancestors, in the same directory as dir.
+// A delta holds only the pages dirtied since that snapshot (over an
+// ancestor: with the pages of the snapshots between, folded in). When parent's chain is too long or
 // fragmented (snapshot.NeedsCompaction) the snapshot is written full
 // instead: check the result's Full. On failure nothing is written and
 // the dirty pages stay counted for the next try.
@@ -56,21 +58,10 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
-	var over *snapshot.Snapshot
-	if parent != "" {
-		chain, err := snapshot.Chain(parent)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", verb, err)
-		}
-		p := chain[len(chain)-1]
-		if r.base == nil || p.Sum != r.base.Sum {
-			return nil, msg.Errorf(syscall.EINVAL, "%s: %s is not this machine's last snapshot", verb, msg.Cite(parent))
-		}
-		if !snapshot.NeedsCompaction(chain, len(r.dirty.Runs(0))) {
-			over = p
-		}
+	over, pages, err := r.deltaOver(parent)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
-	pages := r.dirty
 	if over == nil {
 		if pages, err = r.fullPages(held); err != nil {
 			return nil, fmt.Errorf("%s: %w", verb, err)
@@ -87,6 +78,45 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 	r.dirty.Clear()
 	r.base = s
 	return s, nil
+}
+
+// deltaOver returns what a delta over parent ("": none) holds: parent,
+// the machine's last snapshot or the one it was restored from (r.base)
+// or one of that one's ancestors, and the pages dirtied since it, which
+// for an ancestor include the pages of the snapshots after it in the
+// chain (a fold: those need not be kept for the new one). A nil parent
+// means a full snapshot: none was asked, or the chain is due for
+// compaction.
+func (r *guestRAM) deltaOver(parent string) (*snapshot.Snapshot, snapshot.Pages, error) {
+	if parent == "" {
+		return nil, r.dirty, nil
+	}
+	if r.base == nil {
+		return nil, nil, msg.Errorf(syscall.EINVAL, "%s is not this machine's last snapshot nor an ancestor of it", msg.Cite(parent))
+	}
+	chain, err := snapshot.Chain(filepath.Join(filepath.Dir(parent), r.base.ID))
+	if err != nil {
+		return nil, nil, err
+	}
+	i := len(chain) - 1
+	if chain[i].Sum != r.base.Sum {
+		return nil, nil, msg.Errorf(syscall.EINVAL, "the store beside %s does not hold this machine's last snapshot", msg.Cite(parent))
+	}
+	for i >= 0 && chain[i].ID != filepath.Base(parent) {
+		i--
+	}
+	if i < 0 {
+		return nil, nil, msg.Errorf(syscall.EINVAL, "%s is not this machine's last snapshot nor an ancestor of it", msg.Cite(parent))
+	}
+	pages := r.dirty
+	if i < len(chain)-1 {
+		pages = snapshot.Since(chain, i, r.size/pageSize)
+		pages.Or(r.dirty)
+	}
+	if snapshot.NeedsCompaction(chain[:i+1], len(pages.Runs(0))) {
+		return nil, r.dirty, nil
+	}
+	return chain[i], pages, nil
 }
 
 // fullPages is every page that may hold data: present pages of anonymous

@@ -125,7 +125,8 @@ func (p *Process) Save(ctx context.Context, dir string) error {
 
 // Snapshot writes a paused machine's snapshot at dir (vmm.Machine.Snapshot):
 // full if parent is "", else a delta over parent, which must lie beside
-// dir and be the machine's last snapshot or the one it was restored from.
+// dir and be the machine's last snapshot or the one it was restored from,
+// or an ancestor of that one (the snapshots between are folded in).
 // dir must not exist; the VMM creates its directory (the store) as its own
 // uid, so a jailed VMM's store lies in Jail.Work (root creates nothing
 // there). Whether it was written full is in snapshot.Open(dir).

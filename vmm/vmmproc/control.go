@@ -141,7 +141,7 @@ var controlVerbs = msg.Table[controlVerb, msg.Stateless]{
 	{Name: "save", Usage: "save <dir>", Min: 1, Max: 1, Run: (*control).save,
 		Doc: "paused only (EBUSY otherwise): write the full snapshot <dir> (meta and mem; an empty <dir> is replaced)."},
 	{Name: "snapshot", Usage: "snapshot <dir> [<parent>]", Min: 1, Max: 2, Run: (*control).snapshot,
-		Doc: "paused only (EBUSY otherwise): write the snapshot <dir> (which must not exist; its directory is created), atomically: full, or with <parent> (a sibling of <dir>: the machine's last snapshot or the one it was restored from) a delta of the pages dirtied since; written full when the chain is due for compaction."},
+		Doc: "paused only (EBUSY otherwise): write the snapshot <dir> (which must not exist; its directory is created), atomically: full, or with <parent> (a sibling of <dir>: the machine's last snapshot or the one it was restored from, or an ancestor of that one, folding the snapshots between) a delta of the pages dirtied since; written full when the chain is due for compaction."},
 	{Name: "clonedisk", Usage: "clonedisk <n> <dst>", Min: 2, Max: 2, Run: (*control).cloneDisk,
 		Doc: "paused only (EBUSY otherwise): copy disk n's copy-on-write layer (Config.Disks[n].Overlay) to <dst> and <dst>.map, as the disk is now (a reflink where the file system has one, else the written chunks); <dst>'s directory is created; the machine goes on with its own layer."},
 	{Name: "syncdisks", Usage: "syncdisks", Run: (*control).syncDisks,
