@@ -80,8 +80,8 @@ symbolic links are resolved once, here, as the writer may: EACCES at a
 directory they may not search) seen through a private upper
 (docs/worlds.md). mode: overlay (the default: changes go to the upper),
 readonly (every change is EROFS), unsafe-rw (changes go straight into
-the lower, as the daemon: root only, EPERM otherwise; no diff, nothing
-to apply). The world belongs to the writer's
+the lower, as the world's owner: uid and gid, the kernel refusing what
+the owner could not write; no diff, nothing to apply). The world belongs to the writer's
 uid, who must be able to read lower (search on each directory above it,
 read and search on it); it survives a daemon restart until rm on its
 ctl. Reading the same open gives its name.

@@ -47,10 +47,11 @@ type WorldBackend interface {
 }
 
 // WorldOpener opens the data of a world over the host directory lower,
-// kept in dir, in mode (one of WorldModes). The daemon sets it
-// (Plane.SetWorldOpener); without one, worlds are listed but their
+// kept in dir, in mode (one of WorldModes), belonging to owner (an
+// unsafe-rw world writes into the lower as the owner). The daemon sets
+// it (Plane.SetWorldOpener); without one, worlds are listed but their
 // data cannot be reached (ENODEV).
-type WorldOpener func(lower, dir, mode string) (WorldBackend, error)
+type WorldOpener func(lower, dir, mode string, owner cred.Owner) (WorldBackend, error)
 
 // worldReg is the plane's registry of worlds.
 type worldReg struct {
@@ -146,7 +147,7 @@ func (p *Plane) backendLocked(e *worldEntry) (WorldBackend, error) {
 	if p.wr.open == nil {
 		return nil, Errorf(syscall.ENODEV, "world: the daemon serves no world data")
 	}
-	b, err := p.wr.open(e.info.Lower, p.st.worldDir(e.info.Name), e.info.Mode)
+	b, err := p.wr.open(e.info.Lower, p.st.worldDir(e.info.Name), e.info.Mode, e.info.Owner)
 	if err != nil {
 		return nil, Errorf(syscall.EIO, "world %s: %v", msg.Cite(e.info.Name), err)
 	}
@@ -181,9 +182,6 @@ func (p *Plane) ctlWorld(ctx context.Context, c Command, v *Verb) (string, error
 	mode := c.Keys["mode"]
 	if mode == "" {
 		mode = WorldModes[0]
-	}
-	if mode == "unsafe-rw" && !who.Privileged() {
-		return "", Errorf(syscall.EPERM, "%s: mode=unsafe-rw writes into the lower as the daemon: root only (%s may only read %s)", v.Name, who, msg.Cite(lower))
 	}
 	wi := WorldInfo{Name: c.World, Owner: who.Owner(), Lower: lower, Mode: mode, Created: time.Now().UTC()}
 	if _, err := p.addWorld(v.Name, wi); err != nil {

@@ -20,6 +20,7 @@ type fakeWorld struct {
 	calls            []string
 	closed           bool
 	state            string // what Save keeps and Restore brings back
+	owner            cred.Owner
 }
 
 func (f *fakeWorld) Save(dir string) (string, error) {
@@ -54,8 +55,8 @@ func (f *fakeWorld) ServeConn(_ context.Context, c net.Conn, _ cred.Cred) {
 
 // worldsOpener opens fakeWorlds, kept by directory.
 func worldsOpener(opened map[string]*fakeWorld) WorldOpener {
-	return func(lower, dir, mode string) (WorldBackend, error) {
-		f := &fakeWorld{lower: lower, dir: dir, mode: mode}
+	return func(lower, dir, mode string, owner cred.Owner) (WorldBackend, error) {
+		f := &fakeWorld{lower: lower, dir: dir, mode: mode, owner: owner}
 		opened[filepath.Base(dir)] = f
 		return f, nil
 	}

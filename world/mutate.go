@@ -52,8 +52,8 @@ func (d *Dir) fresh(name string) (loc, error) {
 	return p, err
 }
 
-// Create implements sfs.Creator.
-func (d *Dir) Create(ctx context.Context, name string, flags sfs.OpenFlags, perm iofs.FileMode) (sfs.Node, sfs.Handle, error) {
+// create is Create (writeas.go).
+func (d *Dir) create(ctx context.Context, name string, flags sfs.OpenFlags, perm iofs.FileMode) (sfs.Node, sfs.Handle, error) {
 	var (
 		n  sfs.Node
 		fd = -1
@@ -91,10 +91,10 @@ func (d *Dir) Create(ctx context.Context, name string, flags sfs.OpenFlags, perm
 	return n, sfs.NewFDHandle(fd), nil
 }
 
-// Mkdir implements sfs.Mkdirer. Over a whiteout the new directory is
+// mkdir is Mkdir (writeas.go). Over a whiteout the new directory is
 // opaque (the lower's old one must not show through): it is made in
 // work/ with its marker, then renamed into place.
-func (d *Dir) Mkdir(ctx context.Context, name string, perm iofs.FileMode) (sfs.Node, error) {
+func (d *Dir) mkdir(ctx context.Context, name string, perm iofs.FileMode) (sfs.Node, error) {
 	var n sfs.Node
 	err := d.change(name, func() error {
 		if _, err := d.fresh(name); err != nil {
@@ -199,8 +199,8 @@ func (w *World) whiteout(path string, st *unix.Stat_t) error {
 	return makeMarker(w.upper, join(dir, whPrefix+name))
 }
 
-// Remove implements sfs.Remover.
-func (d *Dir) Remove(_ context.Context, name string, dir bool) error {
+// remove is Remove (writeas.go).
+func (d *Dir) remove(_ context.Context, name string, dir bool) error {
 	return d.change(name, func() error {
 		w := d.w
 		p, err := w.upperDirs(d.p())

@@ -270,10 +270,10 @@ func (l *Link) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
 	return nil, syscall.ELOOP
 }
 
-// Open implements sfs.Opener: a read opens the entry where it is; a
+// open is File.Open (writeas.go): a read opens the entry where it is; a
 // write, or O_TRUNC, copies it up first (without its data for O_TRUNC)
 // and opens the upper's copy. A named pipe is opened non-blocking.
-func (f *File) Open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
+func (f *File) open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) {
 	w := f.w
 	of := sfs.HostOpenFlags(flags) | unix.O_NOCTTY
 	w.layers.RLock()

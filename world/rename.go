@@ -9,11 +9,11 @@ import (
 	sfs "sandfs/fs"
 )
 
-// Rename implements sfs.Renamer. The source is copied up first (its
+// renameTo is Rename (writeas.go). The source is copied up first (its
 // data streamed without mu). A directory the lower has cannot move
 // (EXDEV, as overlayfs without redirect_dir: mv then copies); a
 // directory moved over one of the lower's is made opaque.
-func (d *Dir) Rename(_ context.Context, oldName string, newDir sfs.Node, newName string) error {
+func (d *Dir) renameTo(_ context.Context, oldName string, newDir sfs.Node, newName string) error {
 	nd, ok := newDir.(*Dir)
 	if !ok || nd.w != d.w {
 		return syscall.EXDEV
@@ -130,9 +130,9 @@ func (w *World) clearTarget(s, t *loc, dst string) error {
 	return withAt(w.upper, dst, unix.O_RDONLY|unix.O_DIRECTORY, emptyDir)
 }
 
-// Link implements sfs.Linker: the target is copied up, then linked in
+// link is Link (writeas.go): the target is copied up, then linked in
 // the upper.
-func (d *Dir) Link(_ context.Context, target sfs.Node, name string) error {
+func (d *Dir) link(_ context.Context, target sfs.Node, name string) error {
 	var tn *node
 	switch t := target.(type) {
 	case *File:
@@ -173,9 +173,9 @@ func (d *Dir) Link(_ context.Context, target sfs.Node, name string) error {
 	})
 }
 
-// Symlink implements sfs.Symlinker: the text is stored as given; the
+// symlink is Symlink (writeas.go): the text is stored as given; the
 // union never follows it.
-func (d *Dir) Symlink(ctx context.Context, target, name string) (sfs.Node, error) {
+func (d *Dir) symlink(ctx context.Context, target, name string) (sfs.Node, error) {
 	if len(target) == 0 || len(target) >= unix.PathMax {
 		return nil, syscall.EINVAL
 	}

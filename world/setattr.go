@@ -36,17 +36,17 @@ func (n *node) upperOf(data bool, f func(fd int) error) error {
 	return withAt(w.upper, n.p(), unix.O_PATH, f)
 }
 
-// Truncate implements sfs.Truncater: a truncation to 0 copies no data.
-func (f *File) Truncate(_ context.Context, size int64) error {
+// truncate is Truncate (writeas.go): a truncation to 0 copies no data.
+func (f *File) truncate(_ context.Context, size int64) error {
 	if size < 0 {
 		return syscall.EINVAL
 	}
 	return f.upperOf(size > 0, func(fd int) error { return unix.Truncate(procPath(fd), size) })
 }
 
-// SetAttr implements sfs.Setattrer: mode, owner, then times, on the
+// setAttr is SetAttr (writeas.go): mode, owner, then times, on the
 // upper's copy. A symbolic link has no mode of its own (EOPNOTSUPP) and
 // keeps its times.
-func (n *node) SetAttr(_ context.Context, c sfs.Change) error {
+func (n *node) setAttr(_ context.Context, c sfs.Change) error {
 	return n.upperOf(true, func(fd int) error { return sfs.SetAttrFD(fd, c) })
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/cred"
 )
 
 // Mode is how a world uses its lower.
@@ -73,8 +75,13 @@ type World struct {
 	// The cost of the copy-ups with data finished since Open: how many,
 	// their bytes, the time they streamed (status).
 	copies, copiedBytes, copyNanos atomic.Int64
-	copyHook                       func()       // tests: called after a copy-up's first chunk
-	applyHook                      func(string) // tests: called when a file is in the lower, before its upper entry goes
+	// as runs the changes of an unsafe-rw world as its owner, asWho
+	// (WriteAs); nil: as called. Set before the world is served.
+	as    *userThread
+	asWho cred.Cred
+
+	copyHook  func()       // tests: called after a copy-up's first chunk
+	applyHook func(string) // tests: called when a file is in the lower, before its upper entry goes
 }
 
 // Open opens the world kept in dir over lower (an absolute path without
@@ -146,6 +153,10 @@ func (w *World) makeUpper(dir, name string) error {
 
 // Close releases the world's descriptors.
 func (w *World) Close() error {
+	if w.as != nil {
+		w.as.stop()
+		w.as = nil
+	}
 	if w.view != nil {
 		w.view.Close()
 	}

@@ -200,14 +200,19 @@ type errNode struct{ err error }
 // Stat implements fs.Node.Stat.
 func (e errNode) Stat(context.Context) (sfs.Attr, error) { return sfs.Attr{}, e.err }
 
-// OpenWorld is the daemon's ctl.WorldOpener: package world's union.
-func OpenWorld(lower, dir, mode string) (ctl.WorldBackend, error) {
+// OpenWorld is the daemon's ctl.WorldOpener: package world's union; an
+// unsafe-rw world writes as its owner (their uid and gid; World.WriteAs).
+func OpenWorld(lower, dir, mode string, owner cred.Owner) (ctl.WorldBackend, error) {
 	m, err := world.ParseMode(mode)
 	if err != nil {
 		return nil, err
 	}
 	w, err := world.Open(lower, dir, m)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.WriteAs(cred.Cred{UID: owner.UID, GID: owner.GID}); err != nil {
+		w.Close()
 		return nil, err
 	}
 	return &worldBackend{w}, nil
