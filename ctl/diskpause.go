@@ -4,8 +4,11 @@ package ctl
 // last snapshot or restore (a delta) and its disk layer where its runtime
 // keeps them, then ends the machine, so that a paused sandbox holds disk,
 // not RAM; `resume` restores it (mapped MAP_PRIVATE, lazily). A machine
-// or runtime without DiskPauser/DiskResumer, or a sandbox with a world,
-// pauses in memory (vCPUs parked). docs/snapshots.md "Pause to disk".
+// or runtime without DiskPauser/DiskResumer pauses in memory (vCPUs
+// parked). A sandbox with a world pauses to disk too: the world's data
+// is the daemon's, on disk already; its guest's /workspace is mounted
+// again after the resume, as after a rollback. docs/snapshots.md "Pause
+// to disk".
 //
 // Crash order: the image is durable before the record says paused to
 // disk, and the machine is killed only after that record; resume records
@@ -62,12 +65,12 @@ const maxImageLen = 1024
 // pauseToDisk pauses s (running, its machine's vCPUs already parked) to
 // disk, if its machine and runtime can: the image, the record, then the
 // machine's end. It reports false when s is to stay paused in memory
-// (no support, a world), with err nil. On error the machine is still
+// (no support), with err nil. On error the machine is still
 // there, paused. op held.
 func (s *Sandbox) pauseToDisk(ctx context.Context, verb string) (bool, error) {
 	p := s.p
 	dp, ok := s.m.(DiskPauser)
-	if _, rok := p.rt.(DiskResumer); !ok || !rok || s.cfg.World != "" {
+	if _, rok := p.rt.(DiskResumer); !ok || !rok {
 		return false, nil
 	}
 	start := time.Now()
@@ -138,6 +141,10 @@ func (s *Sandbox) resumeFromDisk(ctx context.Context, verb string) error {
 	s.attach(m)
 	perr := s.persist(verb, StateRunning, nil)
 	s.setState(StateRunning, nil)
+	// Its /workspace was on a connection that ended with the old
+	// machine: mounted again now, or once the daemon serves worlds.
+	s.worldLost()
+	s.resumedWorld(ctx)
 	p.log.Info("sandbox resumed from disk", "sandbox", s.id, "image", img, "after", time.Since(start).Round(time.Millisecond))
 	return perr
 }

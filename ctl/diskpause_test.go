@@ -182,3 +182,36 @@ func TestRestartKeepsLastSnapshot(t *testing.T) {
 		t.Errorf("s2 after restart = %+v, %v; want a delta over s1", si, err)
 	}
 }
+
+// TestPauseToDiskWorld: a sandbox with a world pauses to disk as any
+// other (no machine while paused), its world untouched, and resumes.
+func TestPauseToDiskWorld(t *testing.T) {
+	dir := t.TempDir()
+	rt := newDiskRuntime()
+	p, _ := openPlane(t, dir, rt)
+	opened := map[string]*fakeWorld{}
+	p.SetWorldOpener(worldsOpener(opened))
+	lower := t.TempDir()
+	for _, d := range []string{filepath.Dir(lower), lower} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("world wa lower="+lower)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ctl(as(t, alice), []byte("new box world=wa")); err != nil {
+		t.Fatal(err)
+	}
+	s := lookup(t, p, "box")
+	m := rt.machine("box")
+	opened["wa"].state = "w1"
+	sdo(t, s, "pause")
+	if st := s.Status(); !m.ended() || !strings.HasPrefix(st, "box paused ") || !strings.Contains(st, " pid=0 ") {
+		t.Fatalf("after pause: status %q, machine ended %v; want paused to disk", st, m.ended())
+	}
+	sdo(t, s, "resume")
+	if s.State() != StateRunning || rt.machine("box") == m || opened["wa"].state != "w1" {
+		t.Errorf("after resume: %s, world %q; want running in a new machine, world w1", s.State(), opened["wa"].state)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // guest's /workspace works on (mounted again); a clone gets a world of
 // its own with a copy of the changes; after the daemon is killed and
 // started again, the guest's /workspace is mounted again, and so it is
-// at the resume of a sandbox paused across a restart.
+// at the resume of a sandbox paused (to disk) across a restart.
 func TestWorldSnapshot(t *testing.T) {
 	need(t)
 	d := startDaemon(t)
@@ -87,6 +87,9 @@ func TestWorldSnapshot(t *testing.T) {
 
 	// Paused across a restart: /workspace is mounted again at resume.
 	d.mustSh(t, "echo pause > sandboxes/t/ctl")
+	if st := d.mustSh(t, "cat sandboxes/t/status"); !strings.HasPrefix(st, "t paused ") || !strings.Contains(st, " pid=0 ") {
+		t.Errorf("t after pause: %q; want paused to disk (pid=0)", st)
+	}
 	d.stop(syscall.SIGTERM)
 	d.serve(t)
 	d.mustSh(t, "echo resume > sandboxes/t/ctl")
