@@ -97,3 +97,27 @@ time=x level=INFO msg="vmm: other" phases="nope"
 		t.Errorf("lastPhases of a log without a snapshot = %q", got)
 	}
 }
+
+// TestPlotSeries: a report's table gives the plot's series (x from the
+// first column; bold and units stripped); a missing column is an error.
+func TestPlotSeries(t *testing.T) {
+	report := "## r\n\n### Snapshot vs dirty size (VMM)\n\n| guest dirtied | snapshot: pause + write + resume | dd of the same MiB, conv=fsync |\n|---|---|---|\n| 0 MiB | 707.7 ms | 188.4 ms (3.0 MiB) |\n| 8 MiB | **1982.5 ms** | 1223.5 ms |\n"
+	sp := plotSpecs[0]
+	s, err := sp.series(parseTables(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 2 || len(s[0]) != 2 || s[0][1] != (point{8, 1982.5}) || s[1][0] != (point{0, 188.4}) {
+		t.Errorf("series = %v", s)
+	}
+	sp.ys = []string{"nosuch"}
+	if _, err := sp.series(parseTables(report)); err == nil {
+		t.Error("a missing column gave no error")
+	}
+	if img := lineChart(s); img.Bounds().Dx() != chartW {
+		t.Errorf("chart is %v", img.Bounds())
+	}
+	if got := niceCeil(1401); got != 2000 {
+		t.Errorf("niceCeil(1401) = %v; want 2000", got)
+	}
+}

@@ -44,12 +44,15 @@ func (r *run) progress(format string, args ...any) {
 
 // Main is `sandfs bench ARGS`; only `snapshots` exists.
 func Main(args []string) int {
+	if len(args) > 0 && args[0] == "plot" {
+		return plotMain(args[1:])
+	}
 	if len(args) > 0 && args[0] == "floor" {
 		initClock()
 		return floorMain(args[1:])
 	}
 	if len(args) == 0 || args[0] != "snapshots" {
-		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench floor SNAPSHOT-DIR")
+		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench floor SNAPSHOT-DIR | sandfs bench plot REPORT.md DIR")
 		return codeUsage
 	}
 	fs := flag.NewFlagSet("bench snapshots", flag.ContinueOnError)
@@ -59,8 +62,8 @@ func Main(args []string) int {
 	scratch := fs.String("dir", filepath.Join(os.TempDir(), "sbench"), "scratch directory (snapshots and disk layers; dd writes here)")
 	n := fs.Int("n", 3, "repetitions of each sequential measurement")
 	mems := fs.String("mem", "128,2048", "guest RAM sizes in MiB for create-from-snapshot (first and last give the ratio)")
-	dirty := fs.String("dirty", "0,8,64,256", "MiB the guest dirties before each snapshot")
-	dirtyMem := fs.Int("dirty-mem", 2048, "guest RAM in MiB for the dirty-size snapshots (its /dev/shm is half)")
+	dirty := fs.String("dirty", "0,8,64,256,1024", "MiB the guest dirties before each snapshot")
+	dirtyMem := fs.Int("dirty-mem", 2048, "guest RAM in MiB for the dirty-size snapshots (its /dev/shm is made 75% of it)")
 	conc := fs.Int("c", 10, "concurrency of the pause/resume measurement")
 	treeC := fs.String("tree", "10,20", "concurrencies of new through the daemon's tree (\"\": skip the tree)")
 	qemu := fs.String("qemu", "", "QEMU binary for the side-by-side restore (\"\": none)")
