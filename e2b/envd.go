@@ -98,6 +98,9 @@ func (s *Server) requireSandbox(next http.Handler) http.Handler {
 			return
 		}
 		st, err := readStatus(c, id)
+		if errors.Is(err, syscall.ENOENT) || (err == nil && e2bState(st.State) == "") {
+			s.ctxs.drop(id, "") // it ended without a kill here (its timeout)
+		}
 		if err != nil || st.State != "running" {
 			writeError(w, http.StatusBadGateway, "sandbox "+id+" is not running")
 			return

@@ -41,15 +41,25 @@ type codeContext struct {
 	ID       string `json:"id"`
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
+	owner    string // keyID of the sandbox's API key: the per-key cap counts it
 
 	mu   sync.Mutex // one execution at a time; guards the rest
-	c    *client.Client
 	out  *bufio.Reader
 	dead bool
-	// slot is also read without mu, to kill a running execution's
-	// process (remove, restart): written under both mu and slotMu.
+	// slot and c are also read without mu, to kill a running
+	// execution's process (remove, restart) and close its connection
+	// (remove, the sandbox's end): written under both mu and slotMu.
 	slotMu sync.Mutex
 	slot   string
+	c      *client.Client
+	gone   bool // removed (interps.drop): never started again
+}
+
+// removed reports whether cc was dropped from its sandbox's contexts.
+func (cc *codeContext) removed() bool {
+	cc.slotMu.Lock()
+	defer cc.slotMu.Unlock()
+	return cc.gone
 }
 
 // curSlot is cc's process slot, read without cc.mu.
@@ -59,56 +69,14 @@ func (cc *codeContext) curSlot() string {
 	return cc.slot
 }
 
-// interps are the contexts of every sandbox.
-type interps struct {
-	mu sync.Mutex
-	m  map[string]map[string]*codeContext // sandbox id → context id →
-}
-
-func (t *interps) get(sb, id string) *codeContext {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[sb][id]
-}
-
-func (t *interps) put(sb string, cc *codeContext) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[string]map[string]*codeContext{}
-	}
-	if t.m[sb] == nil {
-		t.m[sb] = map[string]*codeContext{}
-	}
-	t.m[sb][cc.ID] = cc
-}
-
-func (t *interps) list(sb string) []*codeContext {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*codeContext
-	for _, cc := range t.m[sb] {
-		out = append(out, cc)
-	}
-	return out
-}
-
-// drop forgets context id of sandbox sb ("" for all of them) and closes
-// their connections.
-func (t *interps) drop(sb, id string) {
-	t.mu.Lock()
-	var gone []*codeContext
-	for cid, cc := range t.m[sb] {
-		if id == "" || cid == id {
-			gone = append(gone, cc)
-			delete(t.m[sb], cid)
-		}
-	}
-	t.mu.Unlock()
-	for _, cc := range gone {
-		if cc.c != nil {
-			cc.c.Close()
-		}
+// closeConn closes cc's tree connection, if any (cc.mu not needed: a
+// running execution's reads then end).
+func (cc *codeContext) closeConn() {
+	cc.slotMu.Lock()
+	c := cc.c
+	cc.slotMu.Unlock()
+	if c != nil {
+		c.Close()
 	}
 }
 
@@ -160,9 +128,9 @@ func (s *Server) startInterp(sc *sandboxCall, cc *codeContext) error {
 		c.Close()
 		return err
 	}
-	cc.c, cc.out, cc.dead = c, bufio.NewReaderSize(f, 64<<10), false
+	cc.out, cc.dead = bufio.NewReaderSize(f, 64<<10), false
 	cc.slotMu.Lock()
-	cc.slot = slot
+	cc.slot, cc.c = slot, c
 	cc.slotMu.Unlock()
 	return nil
 }
@@ -175,20 +143,33 @@ func (s *Server) stopInterp(sc *sandboxCall, slot string) {
 	}
 }
 
-// newContext makes and starts a context.
+// newContext makes and starts a context, or returns the one named id if
+// a concurrent call made it first. Its slot is taken before it starts
+// (the caps hold under concurrent creates) and given back if it fails.
 func (s *Server) newContext(sc *sandboxCall, id, lang, cwd string) (*codeContext, error) {
 	if lang != "" && lang != "python" {
-		return nil, msg.Errorf(syscall.EINVAL, "context: language %q not supported (python only)", lang)
+		return nil, msg.Errorf(syscall.EINVAL, "contexts: language %q not supported (python only)", lang)
 	}
-	cc := &codeContext{ID: id, Language: "python", Cwd: cwd}
+	if len(cwd) > maxCwd || strings.ContainsRune(cwd, 0) {
+		return nil, msg.Errorf(syscall.EINVAL, "contexts: bad cwd (at most %d bytes, no NUL)", maxCwd)
+	}
+	cc := &codeContext{ID: id, Language: "python", Cwd: cwd, owner: sc.rec.Owner}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	had, err := s.ctxs.add(sc.rec.ID, cc)
+	if err != nil || had != nil {
+		return had, err
+	}
 	if err := s.startInterp(sc, cc); err != nil {
+		cc.dead = true
+		s.ctxs.remove(sc.rec.ID, cc)
 		return nil, err
 	}
-	s.ctxs.put(sc.rec.ID, cc)
 	return cc, nil
 }
+
+// maxCwd bounds a context's cwd.
+const maxCwd = 4096
 
 func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	sc := sandboxOfCtx(r.Context())
@@ -236,9 +217,11 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 	s.stopInterp(sc, cc.curSlot())
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.c != nil {
-		cc.c.Close()
+	if cc.removed() {
+		writeError(w, http.StatusNotFound, "context removed")
+		return
 	}
+	cc.closeConn()
 	if err := s.startInterp(sc, cc); err != nil {
 		s.treeError(w, err)
 		return
@@ -268,6 +251,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	if cc.removed() {
+		writeError(w, http.StatusNotFound, "context removed")
+		return
+	}
 	if cc.dead {
 		if err := s.startInterp(sc, cc); err != nil {
 			s.treeError(w, err)

@@ -164,6 +164,8 @@ func httpStatus(err error) int {
 		return http.StatusForbidden
 	case syscall.ENOSPC:
 		return http.StatusInsufficientStorage
+	case syscall.EAGAIN:
+		return http.StatusTooManyRequests
 	case syscall.ENODEV:
 		return http.StatusServiceUnavailable
 	}

@@ -3,6 +3,8 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -161,3 +163,84 @@ func TestSnapshotsScopedByKey(t *testing.T) {
 	}
 }
 
+// interp sends one code-interpreter request (port 49999) for sandbox id.
+func (e *treeEnv) interp(id, method, path, body string) (int, string) {
+	e.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("E2b-Sandbox-Id", id)
+	req.Header.Set("E2b-Sandbox-Port", interpPort)
+	req.Header.Set("X-Access-Token", e.s.reg.Get(id).Token)
+	w := httptest.NewRecorder()
+	e.s.ServeHTTP(w, req)
+	b, _ := io.ReadAll(w.Result().Body)
+	return w.Code, string(b)
+}
+
+// TestContextsBadInputAndCleanup: bad /contexts input answers 400; a
+// context that fails to start (this tree's machines have no guest) is
+// not kept; a sandbox's contexts go with its kill.
+func TestContextsBadInputAndCleanup(t *testing.T) {
+	e := newTreeEnv(t, nil)
+	id := e.create(keyA, "base")
+	for _, body := range []string{`{"language":"r"}`, `{"cwd":`, `{"cwd":"/a\u0000b"}`, `{"cwd":"` + strings.Repeat("x", maxCwd+1) + `"}`} {
+		if code, resp := e.interp(id, "POST", "/contexts", body); code != http.StatusBadRequest || !strings.Contains(resp, "contexts:") {
+			t.Errorf("POST /contexts %.40s: %d %s, want 400", body, code, resp)
+		}
+	}
+	if code, _ := e.interp(id, "POST", "/contexts", `{"language":"python"}`); code < 500 {
+		t.Errorf("a context with no guest to run in: %d, want a 5xx", code)
+	}
+	if n := len(e.s.ctxs.list(id)); n != 0 {
+		t.Errorf("%d contexts kept after a failed start", n)
+	}
+	cc := &codeContext{ID: "c1", owner: keyID(keyA)}
+	if _, err := e.s.ctxs.add(id, cc); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := e.do(keyA, "DELETE", "/sandboxes/"+id, ""); code != http.StatusNoContent {
+		t.Fatalf("kill: %d %s", code, body)
+	}
+	if e.s.ctxs.get(id, "c1") != nil || !cc.removed() || e.s.ctxs.byKey[keyID(keyA)] != 0 {
+		t.Error("a killed sandbox's context is kept")
+	}
+}
+
+// TestContextCaps: a sandbox and a key hold at most so many contexts;
+// a removed one frees its place.
+func TestContextCaps(t *testing.T) {
+	var tb interps
+	add := func(sb, id, owner string) error {
+		_, err := tb.add(sb, &codeContext{ID: id, owner: owner})
+		return err
+	}
+	for i := range maxContextsPerSandbox {
+		if err := add("a", fmt.Sprint(i), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := add("a", "one-more", "k"); !errors.Is(err, syscall.EAGAIN) || httpStatus(err) != http.StatusTooManyRequests {
+		t.Errorf("context %d of a sandbox: %v, want EAGAIN (429)", maxContextsPerSandbox+1, err)
+	}
+	if had, err := tb.add("a", &codeContext{ID: "0", owner: "k"}); err != nil || had == nil {
+		t.Errorf("an existing id: %v %v, want it back", had, err)
+	}
+	n := maxContextsPerSandbox
+	for sb := 0; n < maxContextsPerKey; sb++ {
+		for i := 0; i < maxContextsPerSandbox && n < maxContextsPerKey; i++ {
+			if err := add(fmt.Sprint("b", sb), fmt.Sprint(i), "k"); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if err := add("c", "x", "k"); !errors.Is(err, syscall.EAGAIN) {
+		t.Errorf("context %d of a key: %v, want EAGAIN", maxContextsPerKey+1, err)
+	}
+	if err := add("c", "x", "other-key"); err != nil {
+		t.Errorf("another key: %v", err)
+	}
+	tb.drop("a", "")
+	if err := add("c", "y", "k"); err != nil {
+		t.Errorf("after a sandbox's contexts were dropped: %v", err)
+	}
+}
