@@ -40,7 +40,8 @@ func sandboxOfCtx(ctx context.Context) *sandboxCall {
 func (s *Server) envdRouter() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.requireSandbox)
-	opts := []connect.HandlerOption{connect.WithCodec(jsonCodec{}), connect.WithReadMaxBytes(1 << 20)}
+	opts := []connect.HandlerOption{connect.WithCodec(jsonCodec{}), connect.WithReadMaxBytes(1 << 20),
+		connect.WithInterceptors(lostInterceptor{s})}
 	for _, h := range s.processHandlers(opts) {
 		r.Handle(h.path, h.h)
 	}
@@ -94,10 +95,14 @@ func (s *Server) requireSandbox(next http.Handler) http.Handler {
 		}
 		c, err := s.tree(r.Context(), key)
 		if err != nil {
-			writeError(w, http.StatusBadGateway, err.Error())
+			s.treeError(w, err)
 			return
 		}
 		st, err := readStatus(c, id)
+		if err = s.connLost(err); errors.Is(err, errTreeDown) {
+			s.treeError(w, err)
+			return
+		}
 		if errors.Is(err, syscall.ENOENT) || (err == nil && e2bState(st.State) == "") {
 			s.ctxs.drop(id, "") // it ended without a kill here (its timeout)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -46,14 +47,17 @@ type Server struct {
 	interp http.Handler
 	ctxs   interps
 
-	mu      sync.Mutex
+	mu      sync.Mutex                // guards clients and down
 	clients map[string]*client.Client // by API key: the shared connection of unary calls
+	down    map[string]*backoff       // by API key: its failed dials, while they last
+	now     func() time.Time          // the clock of the backoff (tests move it)
 	pids    pidTable
 }
 
 // New makes a Server.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Log, reg: cfg.Registry, clients: map[string]*client.Client{}}
+	s := &Server{cfg: cfg, log: cfg.Log, reg: cfg.Registry, clients: map[string]*client.Client{},
+		down: map[string]*backoff{}, now: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -97,38 +101,6 @@ func (s *Server) keyOf(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// tree returns the shared tree connection of key, dialling it first.
-func (s *Server) tree(ctx context.Context, key string) (*client.Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.clients[key]; c != nil {
-		return c, nil
-	}
-	c, err := s.cfg.Dial(ctx, s.cfg.Keys[key])
-	if err != nil {
-		return nil, err
-	}
-	s.clients[key] = c
-	return c, nil
-}
-
-// dropTree forgets key's shared connection c after it failed as a
-// connection (not a refusal): the next request dials again.
-func (s *Server) dropTree(key string, c *client.Client) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.clients[key] == c {
-		delete(s.clients, key)
-		c.Close()
-	}
-}
-
-// streamTree dials a connection of its own for one streaming call: its
-// blocked reads end when it is closed.
-func (s *Server) streamTree(ctx context.Context, key string) (*client.Client, error) {
-	return s.cfg.Dial(ctx, s.cfg.Keys[key])
-}
-
 // apiError is the REST error body: the SDK tests its numeric code.
 type apiError struct {
 	Code    int    `json:"code"`
@@ -147,8 +119,12 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, apiError{Code: status, Message: msg})
 }
 
-// httpStatus is the HTTP status of a tree error, by its errno.
+// httpStatus is the HTTP status of a tree error, by its errno (the tree
+// out of reach: 503).
 func httpStatus(err error) int {
+	if errors.Is(err, errTreeDown) {
+		return http.StatusServiceUnavailable
+	}
 	var en syscall.Errno
 	if !errors.As(err, &en) {
 		return http.StatusInternalServerError
@@ -174,6 +150,7 @@ func httpStatus(err error) int {
 
 // treeError writes err as a REST error, its status from its errno.
 func (s *Server) treeError(w http.ResponseWriter, err error) {
+	err = s.connLost(err)
 	st := httpStatus(err)
 	if st == http.StatusInternalServerError {
 		s.log.Error("e2b: " + err.Error())

@@ -12,10 +12,12 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"sandfs/ctl"
 	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
+	"sandfs/fs/client"
 	"sandfs/fs/ctlfs"
 	"sandfs/fs/ninep"
 )
@@ -242,5 +244,53 @@ func TestContextCaps(t *testing.T) {
 	tb.drop("a", "")
 	if err := add("c", "y", "k"); err != nil {
 		t.Errorf("after a sandbox's contexts were dropped: %v", err)
+	}
+}
+
+// TestRedial: when the tree's 9P service ends under the adapter (a
+// daemon restart), requests answer 503, not 500 or a hang; dials are
+// spaced by the backoff; once the tree is back and the backoff passed,
+// the next request dials again and works.
+func TestRedial(t *testing.T) {
+	var mu sync.Mutex
+	gen, stop := context.WithCancel(context.Background())
+	dials := 0
+	dial := func(srv *ninep.Server) Dialer {
+		return func(ctx context.Context, who cred.Cred) (*client.Client, error) {
+			mu.Lock()
+			g := gen
+			dials++
+			mu.Unlock()
+			if g.Err() != nil { // as a daemon's socket with no daemon
+				return nil, syscall.ECONNREFUSED
+			}
+			return PipeDialer(g, srv)(ctx, who)
+		}
+	}
+	e := newTreeEnv(t, dial)
+	id := e.create(keyA, "base")
+	now := time.Now()
+	e.s.now = func() time.Time { return now }
+	stop() // the daemon's service ends: its connections close
+	for i, want := range []string{"unreachable", "unreachable", "next dial in"} {
+		code, body := e.do(keyA, "GET", "/v2/sandboxes", "")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
+			t.Errorf("request %d with the tree gone: %d %s, want 503 %q", i, code, body, want)
+		}
+	}
+	mu.Lock()
+	gen, stop = context.WithCancel(context.Background()) // the daemon is back
+	before := dials
+	mu.Unlock()
+	t.Cleanup(stop)
+	if code, _ := e.do(keyA, "GET", "/v2/sandboxes", ""); code != http.StatusServiceUnavailable || dials != before {
+		t.Errorf("within the backoff: %d after %d dials, want 503 and no dial", code, dials-before)
+	}
+	now = now.Add(maxBackoff)
+	if code, body := e.do(keyA, "GET", "/v2/sandboxes", ""); code != http.StatusOK || !strings.Contains(body, id) {
+		t.Errorf("after the backoff: %d %s, want 200 listing %s", code, body, id)
+	}
+	if len(e.s.down) != 0 {
+		t.Errorf("backoff kept after a good dial: %v", e.s.down)
 	}
 }
