@@ -51,9 +51,7 @@ func (s *Server) envdRouter() http.Handler {
 	r.Get("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	r.Get("/files", s.download)
 	r.Post("/files", s.upload)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
-	})
+	r.NotFound(noRoute)
 	return r
 }
 

@@ -87,9 +87,7 @@ func (s *Server) interpRouter() http.Handler {
 	r.Get("/contexts", s.listContexts)
 	r.Delete("/contexts/{cid}", s.removeContext)
 	r.Post("/contexts/{cid}/restart", s.restartContext)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
-	})
+	r.NotFound(noRoute)
 	return r
 }
 
@@ -195,11 +193,20 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
+// contextOf is the request's sandbox and its context {cid}; when there
+// is none it answers 404 itself (nil).
+func (s *Server) contextOf(w http.ResponseWriter, r *http.Request) (*sandboxCall, *codeContext) {
 	sc := sandboxOfCtx(r.Context())
 	cc := s.ctxs.get(sc.rec.ID, chi.URLParam(r, "cid"))
 	if cc == nil {
 		writeError(w, http.StatusNotFound, "context not found")
+	}
+	return sc, cc
+}
+
+func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
+	sc, cc := s.contextOf(w, r)
+	if cc == nil {
 		return
 	}
 	s.stopInterp(sc, cc.curSlot())
@@ -208,10 +215,8 @@ func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
-	sc := sandboxOfCtx(r.Context())
-	cc := s.ctxs.get(sc.rec.ID, chi.URLParam(r, "cid"))
+	sc, cc := s.contextOf(w, r)
 	if cc == nil {
-		writeError(w, http.StatusNotFound, "context not found")
 		return
 	}
 	s.stopInterp(sc, cc.curSlot())

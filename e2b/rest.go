@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,8 +33,8 @@ func (s *Server) restRouter() http.Handler {
 	r.Route("/sandboxes/{id}", func(r chi.Router) {
 		r.Get("/", s.info)
 		r.Delete("/", s.kill)
-		r.Post("/timeout", s.setTimeout)
-		r.Post("/refreshes", s.refresh)
+		r.Post("/timeout", s.secondsVerb("timeout", 0))
+		r.Post("/refreshes", s.secondsVerb("duration", 60))
 		r.Post("/pause", s.pause)
 		r.Post("/resume", s.connect)
 		r.Post("/connect", s.connect)
@@ -44,9 +45,7 @@ func (s *Server) restRouter() http.Handler {
 	r.Post("/v2/sandboxes/{id}/connect", s.connect)
 	r.Get("/snapshots", s.listSnapshots)
 	r.Delete("/templates/{id}", s.deleteSnapshot)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
-	})
+	r.NotFound(noRoute)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed: "+r.Method+" "+r.URL.Path)
 	})
@@ -239,39 +238,26 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// setTimeout is POST /sandboxes/{id}/timeout {"timeout": seconds}.
-func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
-	cl, ok := s.begin(w, r, true)
-	if !ok {
-		return
+// secondsVerb is a handler of a body of one field of seconds, `timeout
+// S` on the sandbox's ctl: POST .../timeout {"timeout"} and POST
+// .../refreshes {"duration"} (0 or absent: dflt).
+func (s *Server) secondsVerb(field string, dflt int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cl, ok := s.begin(w, r, true)
+		if !ok {
+			return
+		}
+		var req map[string]int
+		if err := decode(r, &req); err != nil || req[field] < 0 {
+			writeError(w, http.StatusBadRequest, path.Base(r.URL.Path)+`: want {"`+field+`": seconds}`)
+			return
+		}
+		n := req[field]
+		if n == 0 {
+			n = dflt
+		}
+		s.ctlVerb(w, cl, "timeout "+strconv.Itoa(n))
 	}
-	var req struct {
-		Timeout int `json:"timeout"`
-	}
-	if err := decode(r, &req); err != nil || req.Timeout < 0 {
-		writeError(w, http.StatusBadRequest, "timeout: want {\"timeout\": seconds}")
-		return
-	}
-	s.ctlVerb(w, cl, "timeout "+strconv.Itoa(req.Timeout))
-}
-
-// refresh is POST /sandboxes/{id}/refreshes {"duration": seconds}.
-func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
-	cl, ok := s.begin(w, r, true)
-	if !ok {
-		return
-	}
-	var req struct {
-		Duration int `json:"duration"`
-	}
-	if err := decode(r, &req); err != nil || req.Duration < 0 {
-		writeError(w, http.StatusBadRequest, "refreshes: want {\"duration\": seconds}")
-		return
-	}
-	if req.Duration == 0 {
-		req.Duration = 60
-	}
-	s.ctlVerb(w, cl, "timeout "+strconv.Itoa(req.Duration))
 }
 
 // pause is POST /sandboxes/{id}/pause: 409 if not running.

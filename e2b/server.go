@@ -158,5 +158,11 @@ func (s *Server) treeError(w http.ResponseWriter, err error) {
 	writeError(w, st, err.Error())
 }
 
+// noRoute answers a request no route of a router takes: 404 with E2B's
+// error body.
+func noRoute(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
+}
+
 // urlParam is chi's path parameter name of r.
 func urlParam(r *http.Request, name string) string { return chi.URLParam(r, name) }

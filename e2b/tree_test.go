@@ -294,3 +294,34 @@ func TestRedial(t *testing.T) {
 		t.Errorf("backoff kept after a good dial: %v", e.s.down)
 	}
 }
+
+// TestSecondsVerbs: .../timeout and .../refreshes take one field of
+// seconds and set the sandbox's timeout; a bad body answers 400.
+func TestSecondsVerbs(t *testing.T) {
+	e := newTreeEnv(t, nil)
+	id := e.create(keyA, "base")
+	for _, c := range []struct {
+		path, body string
+		code       int
+		timeout    string // in status afterwards, "" not checked
+	}{
+		{"timeout", `{"timeout": 77}`, http.StatusNoContent, "timeout=1m17s"},
+		{"timeout", `{"timeout": -1}`, http.StatusBadRequest, ""},
+		{"timeout", `{"timeout": "x"}`, http.StatusBadRequest, ""},
+		{"refreshes", `{}`, http.StatusNoContent, "timeout=1m"},
+		{"refreshes", `{"duration": 90}`, http.StatusNoContent, "timeout=1m30s"},
+		{"refreshes", `{"duration": -5}`, http.StatusBadRequest, ""},
+	} {
+		code, body := e.do(keyA, "POST", "/sandboxes/"+id+"/"+c.path, c.body)
+		if code != c.code || (code == http.StatusBadRequest && !strings.Contains(body, c.path+": want")) {
+			t.Errorf("%s %s: %d %s, want %d", c.path, c.body, code, body, c.code)
+		}
+		if c.timeout == "" {
+			continue
+		}
+		st, err := e.s.clients[keyA].ReadFile("sandboxes/" + id + "/status")
+		if err != nil || !strings.Contains(string(st), " "+c.timeout+" ") {
+			t.Errorf("%s %s: status %q, want %s", c.path, c.body, st, c.timeout)
+		}
+	}
+}
