@@ -235,6 +235,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	}
 	s.reg.Delete(id)
 	s.ctxs.drop(id, "")
+	s.cpu.drop(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -320,15 +321,6 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, status, sandboxOf(cl.rec))
-}
-
-// metrics is GET /sandboxes/{id}/metrics: the tree has no metrics yet,
-// so the list is empty.
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.begin(w, r, true); !ok {
-		return
-	}
-	writeJSON(w, http.StatusOK, []any{})
 }
 
 // plainName reports whether s may name a file of the tree: lower-case

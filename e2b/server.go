@@ -46,6 +46,7 @@ type Server struct {
 	// interp is the code interpreter's routes (E2b-Sandbox-Port 49999).
 	interp http.Handler
 	ctxs   interps
+	cpu    cpuSamples // getMetrics' last /proc/stat of each sandbox
 
 	mu      sync.Mutex                // guards clients and down
 	clients map[string]*client.Client // by API key: the shared connection of unary calls

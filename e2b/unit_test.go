@@ -231,3 +231,41 @@ func TestPlainName(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMetrics(t *testing.T) {
+	mi := "MemTotal:        1000 kB\nMemFree:  10 kB\nMemAvailable:     400 kB\nCached:     300 kB\n"
+	total, used, cache, err := parseMeminfo([]byte(mi))
+	if err != nil || total != 1000<<10 || used != 600<<10 || cache != 300<<10 {
+		t.Errorf("parseMeminfo = %d %d %d %v; want 1000, 600, 300 KiB", total, used, cache, err)
+	}
+	for _, bad := range []string{"", "MemTotal: x kB\n", "MemTotal: 10 kB\nMemAvailable: 20 kB\n", "MemAvailable: 5 kB\n"} {
+		if _, _, _, err := parseMeminfo([]byte(bad)); err == nil {
+			t.Errorf("parseMeminfo(%q) accepted", bad)
+		}
+	}
+	// user nice system idle iowait irq softirq steal
+	s1, err := parseCPU([]byte("cpu  10 0 10 70 10 0 0 0 0 0\ncpu0 1 2 3\n"))
+	if err != nil || s1 != (cpuSample{busy: 20, total: 100}) {
+		t.Fatalf("parseCPU = %+v, %v", s1, err)
+	}
+	for _, bad := range []string{"", "intr 1 2 3 4 5\n", "cpu 1 2 x 4\n", "cpu 1 2\n", "cpu 1 2 3 99999999999999999999\n"} {
+		if _, err := parseCPU([]byte(bad)); err == nil {
+			t.Errorf("parseCPU(%q) accepted", bad)
+		}
+	}
+	s2 := cpuSample{busy: 95, total: 200}
+	for _, c := range []struct {
+		prev, cur cpuSample
+		want      float64
+	}{
+		{cpuSample{}, s1, 20}, // since boot
+		{s1, s2, 75},          // 75 busy of 100
+		{s2, s1, 20},          // a guest whose counters went back: since boot
+		{s1, s1, 20},          // no time passed: since boot
+		{cpuSample{}, cpuSample{}, 0},
+	} {
+		if got := cpuPct(c.prev, c.cur); got != c.want {
+			t.Errorf("cpuPct(%+v, %+v) = %v; want %v", c.prev, c.cur, got, c.want)
+		}
+	}
+}

@@ -18,6 +18,12 @@ test('create, info, setTimeout, connect, kill', async () => {
   assert.ok(info.endAt > info.startedAt, 'endAt after startedAt (a timeout was set)')
   assert.equal(await sbx.isRunning(), true)
   await sbx.setTimeout(300_000)
+  const metrics = await sbx.getMetrics()
+  assert.equal(metrics.length, 1, 'one sample, from the guest\'s /proc')
+  const m = metrics[0]
+  assert.ok(m.cpuCount >= 1 && m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100, JSON.stringify(m))
+  assert.ok(m.memTotal > 0 && m.memUsed > 0 && m.memUsed < m.memTotal && m.memCache >= 0, JSON.stringify(m))
+  assert.ok(Math.abs(m.timestamp.getTime() - Date.now()) < 600_000, 'a timestamp of now')
   const again = await Sandbox.connect(sbx.sandboxId)
   assert.equal((await again.commands.run('echo same')).stdout, 'same\n')
   assert.equal(await sbx.kill(), true)
