@@ -176,8 +176,14 @@ func rawFileName(p *multipart.Part) string {
 }
 
 // writeChunk is the size of one write to the tree: a multipart reader
-// hands out 4 KiB at a time, and each write is a round trip to the guest.
-const writeChunk = 256 << 10
+// hands out 4 KiB at a time, and each write is a round trip to the
+// guest. It is the 9P payload of fs/client's connection (msize 256 KiB;
+// hugelgupf/p9's client sends at most msize less its largest fixed
+// part, rounded down to 512: 256 KiB - 512), so that each write is one
+// 9P write: a chunk of 256 KiB went as two, 261632 bytes then 512, and a
+// 1 MiB upload cost 8 round trips to the guest where the tree's `cp`
+// makes 5 (profiled in the lab, docs/e2b.md Benchmark).
+const writeChunk = 256<<10 - 512
 
 // copyFull copies src to dst in writes of writeChunk bytes (the last
 // one shorter).

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"sandfs/ctl/cred"
@@ -267,5 +268,27 @@ func TestParseMetrics(t *testing.T) {
 		if got := cpuPct(c.prev, c.cur); got != c.want {
 			t.Errorf("cpuPct(%+v, %+v) = %v; want %v", c.prev, c.cur, got, c.want)
 		}
+	}
+}
+
+// countWriter counts writes and their largest size.
+type countWriter struct{ n, most int }
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n++
+	c.most = max(c.most, len(p))
+	return len(p), nil
+}
+
+// TestCopyFullChunks: an upload goes to the tree in writes no larger than
+// one 9P write of fs/client's connection (256 KiB msize: 256 KiB - 512
+// of payload), so that 1 MiB is 5 round trips to the guest, not 8.
+func TestCopyFullChunks(t *testing.T) {
+	var cw countWriter
+	if err := copyFull(&cw, iotest.OneByteReader(strings.NewReader(strings.Repeat("x", 1<<20)))); err != nil {
+		t.Fatal(err)
+	}
+	if cw.most > 256<<10-512 || cw.n != 5 {
+		t.Errorf("1 MiB: %d writes, the largest %d bytes; want 5 of at most %d", cw.n, cw.most, 256<<10-512)
 	}
 }
