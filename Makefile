@@ -8,7 +8,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab test-e2b bench-e2b fuzz run clean qemu-bundle bench bench-snapshots bpf bpf-check bench-netpolicy
+.PHONY: build kernel template lab probe test test-unit test-lab test-e2b bench-e2b fuzz run clean qemu-bundle bench bench-snapshots bench-worlds bpf bpf-check bench-netpolicy
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/lab, tools/kernel, tools/template.
@@ -119,6 +119,16 @@ bench-snapshots: build kernel template qemu-bundle
 	bin/sandfs lab -- /opt/sandfs/bin/sandfs bench snapshots -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-snapshots.md && \
 	printf 'The host running the lab (outside it): load average %s at the start, %s at the end.\n' "$$l0" "$$(cut -d' ' -f1-3 /proc/loadavg)" >> build/bench-snapshots.md
 	mkdir -p docs/bench && mv build/bench-snapshots.md docs/bench/snapshots.md
+
+# The worlds benchmark of docs/worlds.md (issue 12), in the lab: /workspace
+# against the guest's ext4 disk and QEMU's virtio-9p; progress on stderr, the
+# table to docs/bench/worlds.md (only if the run succeeds).
+WORLDS_BENCH ?= -dirs 3 -files 20 -big 16 -creates 20 -writes 20
+bench-worlds: build kernel template qemu-bundle
+	l0=$$(cut -d' ' -f1-3 /proc/loadavg); \
+	bin/sandfs lab -timeout 60m -- /opt/sandfs/bin/sandfs bench worlds $(WORLDS_BENCH) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-worlds.md && \
+	printf 'The host running the lab (outside it): load average %s at the start, %s at the end.\n' "$$l0" "$$(cut -d' ' -f1-3 /proc/loadavg)" >> build/bench-worlds.md
+	mkdir -p docs/bench && mv build/bench-worlds.md docs/bench/worlds.md
 
 clean:
 	rm -rf bin build

@@ -1,4 +1,6 @@
-// Package bench is `sandfs bench snapshots`: what creating a sandbox from
+// Package bench is `sandfs bench snapshots` and `sandfs bench worlds`
+// (worlds.go: a world's /workspace in a guest against the guest's own
+// disk and QEMU's virtio-9p). `bench snapshots`: what creating a sandbox from
 // a snapshot, snapshotting it, pausing and resuming it cost, measured in
 // one run on the host it runs on (the lab, on a host without KVM), beside
 // QEMU's own migration-to-file snapshot and restore of the same kernel and
@@ -42,7 +44,7 @@ func (r *run) progress(format string, args ...any) {
 	fmt.Fprintf(r.log, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
 }
 
-// Main is `sandfs bench ARGS`; only `snapshots` exists.
+// Main is `sandfs bench ARGS`: snapshots, worlds, floor or plot.
 func Main(args []string) int {
 	if len(args) > 0 && args[0] == "plot" {
 		return plotMain(args[1:])
@@ -51,8 +53,11 @@ func Main(args []string) int {
 		initClock()
 		return floorMain(args[1:])
 	}
+	if len(args) > 0 && args[0] == "worlds" {
+		return worldsMain(args[1:])
+	}
 	if len(args) == 0 || args[0] != "snapshots" {
-		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench floor SNAPSHOT-DIR | sandfs bench plot REPORT.md DIR")
+		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench worlds [flags] | sandfs bench floor SNAPSHOT-DIR | sandfs bench plot REPORT.md DIR")
 		return codeUsage
 	}
 	fs := flag.NewFlagSet("bench snapshots", flag.ContinueOnError)
