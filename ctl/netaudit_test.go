@@ -18,11 +18,29 @@ func TestAuditLog(t *testing.T) {
 	if err != nil || len(lines) != 2 || lines[0] != "a" || next != 2 {
 		t.Fatalf("read(0) = %q, %d, %v; want [a b], 2", lines, next, err)
 	}
-	got := make(chan []string)
+	got := make(chan []string, 1)
 	go func() {
 		lines, _, _ := l.read(context.Background(), next)
 		got <- lines
 	}()
+	// The reader has read all and waits (its wake-up channel exists, and
+	// it has returned nothing) before the next line comes.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.mu.Lock()
+		waiting := l.changed != nil
+		l.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a read at the end did not wait for the next line")
+		}
+	}
+	select {
+	case lines := <-got:
+		t.Fatalf("a read at the end returned %q before the next line", lines)
+	default:
+	}
 	l.add("c")
 	if lines := <-got; len(lines) != 1 || lines[0] != "c" {
 		t.Errorf("waiting read = %q; want [c]", lines)
