@@ -42,10 +42,17 @@ func TestEvents(t *testing.T) {
 			t.Fatalf("no event; want %s %s %s", w.verdict, w.proto, w.dst)
 		}
 	}
+	// Nothing else came before a marker sent last (a denied datagram to
+	// another address): events are written in order, so one for a late
+	// packet of the allowed connection would come before it.
+	tp.wantUDP(t, s, "10.99.3.1", false)
 	select {
 	case e := <-evs:
-		t.Errorf("unexpected event %+v", e)
-	default:
+		if e.Verdict != "drop" || e.Dst.String() != "10.99.3.1" {
+			t.Errorf("event %+v before the marker (drop udp 10.99.3.1:53); want none", e)
+		}
+	case <-time.After(safety):
+		t.Fatal("no event for the marker datagram")
 	}
 	tp.f.Close()
 	if err := <-done; err != nil {
