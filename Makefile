@@ -116,9 +116,10 @@ bench: build kernel qemu-bundle
 # on stderr, the tables to docs/bench/snapshots.md (only if the run succeeds).
 bench-snapshots: build kernel template qemu-bundle
 	l0=$$(cut -d' ' -f1-3 /proc/loadavg); \
-	bin/sandfs lab -- /opt/sandfs/bin/sandfs bench snapshots -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-snapshots.md && \
+	bin/sandfs lab -mem 7168 -- /opt/sandfs/bin/sandfs bench snapshots -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-snapshots.md && \
 	printf 'The host running the lab (outside it): load average %s at the start, %s at the end.\n' "$$l0" "$$(cut -d' ' -f1-3 /proc/loadavg)" >> build/bench-snapshots.md
 	mkdir -p docs/bench && mv build/bench-snapshots.md docs/bench/snapshots.md
+	bin/sandfs bench plot docs/bench/snapshots.md docs/bench
 
 # The worlds benchmark of docs/worlds.md (issue 12), in the lab: /workspace
 # against the guest's ext4 disk and QEMU's virtio-9p; progress on stderr, the

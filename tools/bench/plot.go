@@ -60,12 +60,18 @@ func plotMain(args []string) int {
 }
 
 // parseTables reads the markdown tables of a report: heading, then rows
-// of cells (the header row first; the |---| row left out).
+// of cells (the header row first; the |---| row left out). Only the
+// first run's: it stops at the second "## " heading (earlier runs kept
+// below in the same file).
 func parseTables(s string) map[string][][]string {
 	out := map[string][][]string{}
-	title := ""
+	title, runs := "", 0
 	for _, line := range strings.Split(s, "\n") {
 		switch {
+		case strings.HasPrefix(line, "## "):
+			if runs++; runs > 1 {
+				return out
+			}
 		case strings.HasPrefix(line, "### "):
 			title = strings.TrimPrefix(line, "### ")
 		case strings.HasPrefix(line, "|") && title != "" && !strings.HasPrefix(line, "|---"):
