@@ -23,6 +23,7 @@ const (
 	egressMapDeny4    = "deny4"
 	egressMapDeny6    = "deny6"
 	egressMapEvents   = "events"
+	egressMapLimit    = "limit"
 	egressProgEgress  = "egress"
 )
 
@@ -82,6 +83,7 @@ type egressMapSpecs struct {
 	Deny4    *ebpf.MapSpec `ebpf:"deny4"`
 	Deny6    *ebpf.MapSpec `ebpf:"deny6"`
 	Events   *ebpf.MapSpec `ebpf:"events"`
+	Limit    *ebpf.MapSpec `ebpf:"limit"`
 }
 
 // egressVariableSpecs contains global variables before they are loaded into the kernel.
@@ -117,6 +119,7 @@ type egressMaps struct {
 	Deny4    *ebpf.Map `ebpf:"deny4"`
 	Deny6    *ebpf.Map `ebpf:"deny6"`
 	Events   *ebpf.Map `ebpf:"events"`
+	Limit    *ebpf.Map `ebpf:"limit"`
 }
 
 func (m *egressMaps) Close() error {
@@ -128,6 +131,7 @@ func (m *egressMaps) Close() error {
 		m.Deny4,
 		m.Deny6,
 		m.Events,
+		m.Limit,
 	)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -78,10 +79,16 @@ func decodeEvent(b []byte, boot time.Time) (Event, error) {
 	return e, nil
 }
 
+// idleEvery is how long ReadEvents waits for an event before it calls
+// idle.
+const idleEvery = time.Second
+
 // ReadEvents calls fn with each event of the program's ring buffer until
-// the filter is closed or released (then it returns nil). One reader at
-// a time.
-func (f *Filter) ReadEvents(fn func(Event)) error {
+// the filter is closed or released (then it returns nil), and idle (if
+// not nil) after each second without one, so that the caller can report
+// the events the program did not send (Counters: CountSuppressed,
+// CountLost) when a flood has ended. One reader at a time.
+func (f *Filter) ReadEvents(fn func(Event), idle func()) error {
 	f.mu.Lock()
 	if f.objs.Events == nil {
 		f.mu.Unlock()
@@ -98,9 +105,16 @@ func (f *Filter) ReadEvents(fn func(Event)) error {
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	boot := time.Now().Add(-time.Duration(ts.Nano()))
 	for {
+		rd.SetDeadline(time.Now().Add(idleEvery))
 		rec, err := rd.Read()
 		if errors.Is(err, ringbuf.ErrClosed) {
 			return nil
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if idle != nil {
+				idle()
+			}
+			continue
 		}
 		if err != nil {
 			return msg.Errorf(msg.Errno(err), "netpolicy: events: %v", err)

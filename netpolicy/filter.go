@@ -21,13 +21,23 @@ import (
 type Counter int
 
 const (
-	CountAllow Counter = iota // IP packets allowed
-	CountDrop                 // IP packets denied and dropped
-	CountReset                // TCP SYNs denied and answered with a RST
-	CountNeigh                // ARP and IPv6 neighbour discovery passed
-	CountOther                // other ethertypes and malformed headers, dropped
-	CountLost                 // audit events the full ring buffer did not take
+	CountAllow      Counter = iota // IP packets allowed
+	CountDrop                      // IP packets denied and dropped
+	CountReset                     // TCP SYNs denied and answered with a RST
+	CountNeigh                     // ARP and IPv6 neighbour discovery passed
+	CountOther                     // other ethertypes and malformed headers, dropped
+	CountLost                      // audit events the full ring buffer did not take
+	CountSuppressed                // audit events over the rate limit, not sent
 	countMax
+)
+
+// EventsPerSec and EventsBurst are the audit events' rate limit (a token
+// bucket per filter, EVENTS_PER_SEC and EVENTS_BURST in bpf/egress.c):
+// a guest flooding denied packets cannot flood the audit stream; the
+// events over the limit are counted (CountSuppressed).
+const (
+	EventsPerSec = 100
+	EventsBurst  = 500
 )
 
 // filterName names the tc filter (tc filter show dev X ingress).

@@ -20,8 +20,10 @@
 //
 // counters (per CPU, index = enum counter) count packets per verdict.
 // events (a ring buffer) gets one struct event per TCP SYN, allowed or
-// denied, and per other denied IP packet; a full ring drops the event
-// (counted COUNT_LOST).
+// denied, and per other denied IP packet, at most EVENTS_PER_SEC a second
+// after a burst of EVENTS_BURST (a token bucket in limit: a guest cannot
+// flood the audit stream); an event over the limit is counted
+// COUNT_SUPPRESSED, one a full ring did not take COUNT_LOST.
 // Built with Debian's clang by bpf2go (netpolicy/gen.go, make bpf).
 
 #include <linux/bpf.h>
@@ -45,6 +47,7 @@ enum counter {
 	COUNT_NEIGH,     // ARP or IPv6 neighbour discovery passed
 	COUNT_OTHER,     // other ethertype or malformed header, dropped
 	COUNT_LOST,      // an event the full ring buffer did not take
+	COUNT_SUPPRESSED, // an event over the rate limit, not sent
 	COUNT_MAX,
 };
 
@@ -67,6 +70,23 @@ struct event {
 
 // EVENTS_BYTES: the ring's size (a power of two, pages).
 #define EVENTS_BYTES (256 * 1024)
+
+// EVENTS_PER_SEC, EVENTS_BURST: the audit events' token bucket (mirrored
+// by Go's EventsPerSec, EventsBurst). The bucket holds credit in
+// nanoseconds: an event costs EVENT_NS, the credit grows with time up to
+// BURST_NS.
+#define EVENTS_PER_SEC 100
+#define EVENTS_BURST 500
+#define EVENT_NS (1000000000ULL / EVENTS_PER_SEC)
+#define BURST_NS (EVENTS_BURST * EVENT_NS)
+
+// limit: the bucket, one entry shared by every CPU (under lock).
+struct limit {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 credit; // nanoseconds' worth of events
+	__u64 last;   // bpf_ktime_get_ns of the last take; 0: never
+};
 
 // lpm4_key, lpm6_key: prefixlen counts gen's 8 bits too.
 struct lpm4_key {
@@ -122,6 +142,13 @@ struct {
 } counters SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct limit);
+	__uint(max_entries, 1);
+} limit SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, EVENTS_BYTES);
 } events SEC(".maps");
@@ -133,13 +160,42 @@ static __always_inline void count(__u32 c)
 		*v += 1;
 }
 
+// take_token takes one event's credit from limit at time now; 0: none
+// left (the event is suppressed).
+static __always_inline int take_token(__u64 now)
+{
+	__u32 zero = 0;
+	struct limit *l = bpf_map_lookup_elem(&limit, &zero);
+	if (!l)
+		return 1;
+	int ok = 0;
+	bpf_spin_lock(&l->lock);
+	__u64 c = l->credit + (now - l->last);
+	if (l->last == 0 || c > BURST_NS)
+		c = BURST_NS;
+	l->last = now;
+	if (c >= EVENT_NS) {
+		c -= EVENT_NS;
+		ok = 1;
+	}
+	l->credit = c;
+	bpf_spin_unlock(&l->lock);
+	return ok;
+}
+
 // audit sends an event for the packet in skb to addr (alen bytes),
-// protocol proto, destination port dport (0: none).
+// protocol proto, destination port dport (0: none), unless over the
+// rate limit.
 static __always_inline void audit(struct __sk_buff *skb, __u8 family, const void *addr, int alen, __u8 proto, __u16 dport, __u8 verdict)
 {
+	__u64 now = bpf_ktime_get_ns();
+	if (!take_token(now)) {
+		count(COUNT_SUPPRESSED);
+		return;
+	}
 	struct event e;
 	__builtin_memset(&e, 0, sizeof(e));
-	e.ns = bpf_ktime_get_ns();
+	e.ns = now;
 	e.len = skb->len;
 	e.family = family;
 	e.proto = proto;

@@ -44,16 +44,51 @@ func (n *Net) audit(line string) {
 }
 
 // readEvents turns the filter's events into audit lines until the
-// filter is closed or released.
+// filter is closed or released. Before an event, and after a second
+// without one, the events the program did not send since the last such
+// line (over its rate limit, or not taken by a full ring) make a line
+// (missed), so nothing is left out silently.
 func (n *Net) readEvents(f *netpolicy.Filter) {
+	var m missed
 	f.ReadEvents(func(e netpolicy.Event) {
+		m.report(n, f)
 		dst := e.Dst.String()
 		if e.Port != 0 {
 			dst = netip.AddrPortFrom(e.Dst, e.Port).String()
 		}
 		n.audit(fmt.Sprintf("%s %s %s %s %s %d", e.Time.UTC().Format(auditTime), netpolicy.ProtoName(e.Proto),
 			dst, auditName(n.domainOf(e.Dst)), e.Verdict, e.Len))
-	})
+	}, func() { m.report(n, f) })
+}
+
+// missed counts the events a filter did not send that lines reported:
+//
+//	2026-12-01T19:01:05.000Z - - - suppressed 1234   (over the rate limit)
+//	2026-12-01T19:01:05.000Z - - - lost 17           (the ring was full)
+//
+// The last field is the number of events since the previous such line;
+// the time is when the daemon noticed.
+type missed struct {
+	suppressed, lost uint64 // reported so far (the filter's counters)
+}
+
+// report writes n's lines for f's counters' news (one reader: no lock).
+func (m *missed) report(n *Net, f *netpolicy.Filter) {
+	c, err := f.Counters()
+	if err != nil {
+		return
+	}
+	now := time.Now().UTC().Format(auditTime)
+	for _, k := range []struct {
+		verdict string
+		seen    *uint64
+		count   uint64
+	}{{"suppressed", &m.suppressed, c[netpolicy.CountSuppressed]}, {"lost", &m.lost, c[netpolicy.CountLost]}} {
+		if k.count > *k.seen {
+			n.audit(fmt.Sprintf("%s - - - %s %d", now, k.verdict, k.count-*k.seen))
+			*k.seen = k.count
+		}
+	}
 }
 
 // domainOf is the name an answer opened a for, "-" if none.
