@@ -169,6 +169,7 @@ func (s *Sandbox) attach(m Machine) {
 	s.mu.Unlock()
 	if nm, ok := m.(Networked); ok {
 		nm.SetAudit(s.audit.add) // net/audit (netaudit.go)
+		s.reexpose(nm)           // net/ports (netports.go)
 	}
 	s.p.wg.Add(1)
 	go s.watch(m)

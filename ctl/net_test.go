@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"sandfs/ctl/cred"
 	"sandfs/netpolicy"
 )
 
@@ -51,6 +52,8 @@ type netMachine struct {
 	policy *netpolicy.Policy
 	fail   error
 	audit  func(string)
+	owner  uint32 // the last Expose's
+	ports  map[uint16]string
 }
 
 func (m *netMachine) SetPolicy(p *netpolicy.Policy) error {
@@ -65,11 +68,66 @@ func (m *netMachine) Policy() *netpolicy.Policy { return m.policy }
 
 func (m *netMachine) SetAudit(fn func(string)) { m.audit = fn }
 
-func (m *netMachine) Expose(p uint16) (string, error) {
-	return fmt.Sprintf("127.0.0.1:%d", 40000+int(p)), nil
+func (m *netMachine) Expose(p uint16, owner uint32, prefer string) (string, error) {
+	m.owner = owner
+	if m.ports == nil {
+		m.ports = map[uint16]string{}
+	}
+	if prefer == "" {
+		prefer = fmt.Sprintf("127.0.0.1:%d", 40000+int(p))
+	}
+	m.ports[p] = prefer
+	return prefer, nil
 }
-func (m *netMachine) Unexpose(p uint16) error { return nil }
-func (m *netMachine) Ports() string           { return "" }
+func (m *netMachine) Unexpose(p uint16) error { delete(m.ports, p); return nil }
+func (m *netMachine) Ports() string {
+	s := ""
+	for p, a := range m.ports {
+		s += fmt.Sprintf("%d %s\n", p, a)
+	}
+	return s
+}
+
+// Reattach finds a live machine again, as a new netMachine (a restarted
+// daemon's network has no exposures until the plane gives them).
+func (r *netRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
+	if m := r.machine(s.ID); m != nil && !m.ended() {
+		p, _ := netpolicy.Parse([]byte(s.Net))
+		r.m = &netMachine{fakeMachine: m, policy: p}
+		return r.m, nil
+	}
+	return nil, errors.New("no such machine")
+}
+
+// TestNetPortsKept: an exposure is recorded, and a restarted plane's
+// adopted machine gets it again on the address it had; an unexposed
+// port is not given again.
+func TestNetPortsKept(t *testing.T) {
+	dir := t.TempDir()
+	rt := &netRuntime{fakeRuntime: newFakeRuntime()}
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new a")
+	s, _ := p.Lookup("a")
+	for _, m := range []string{"expose 8000", "expose 9000", "unexpose 9000"} {
+		if err := s.NetPortsCtl(ctx(t), []byte(m)); err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+	}
+	p.Close()
+	p2, _ := openPlane(t, dir, rt)
+	s2, _ := p2.Lookup("a")
+	if got := s2.NetPorts(); got != "8000 127.0.0.1:48000\n" {
+		t.Errorf("net/ports after a restart %q; want 8000 on its old address", got)
+	}
+	if err := s2.NetPortsCtl(ctx(t), []byte("unexpose 8000")); err != nil {
+		t.Fatal(err)
+	}
+	p2.Close()
+	p3, _ := openPlane(t, dir, rt)
+	if got := lookup(t, p3, "a").NetPorts(); got != "" {
+		t.Errorf("net/ports after unexpose and a restart %q; want none", got)
+	}
+}
 
 type netRuntime struct {
 	*fakeRuntime
@@ -140,7 +198,9 @@ func TestSetNetPolicy(t *testing.T) {
 func TestNetPortsCtl(t *testing.T) {
 	rt := &netRuntime{fakeRuntime: newFakeRuntime()}
 	p, _ := openPlane(t, t.TempDir(), rt)
-	do(t, p, "new a")
+	if _, err := p.Ctl(as(t, cred.Cred{UID: 1000, GID: 1000}), []byte("new a")); err != nil {
+		t.Fatal(err)
+	}
 	s, _ := p.Lookup("a")
 	for _, c := range []struct {
 		msg   string
@@ -158,6 +218,9 @@ func TestNetPortsCtl(t *testing.T) {
 		if c.errno == 0 && err != nil || c.errno != 0 && Errno(err) != c.errno {
 			t.Errorf("NetPortsCtl(%q) = %v; want errno %v", c.msg, err, c.errno)
 		}
+	}
+	if rt.m.owner != 1000 {
+		t.Errorf("exposed for uid %d; want the owner's, 1000", rt.m.owner)
 	}
 	do(t, p, "kill a")
 	if err := s.NetPortsCtl(ctx(t), []byte("expose 80")); Errno(err) != syscall.EBUSY {

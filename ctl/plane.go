@@ -113,7 +113,7 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 	for _, r := range recs {
 		s := newSandbox(p, r.ID, r.config(), r.Created, r.Owner)
 		s.state, s.deadline, s.err, s.uid = r.State, r.Deadline, r.Err, r.UID
-		s.disk, s.lastSnap = r.Disk, r.LastSnap
+		s.disk, s.lastSnap, s.ports = r.Disk, r.LastSnap, r.Ports
 		p.boxes[r.ID] = s
 	}
 	for _, s := range p.Sandboxes() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +52,9 @@ type Sandbox struct {
 	// disk is the image of a sandbox paused to disk (DiskPauser), whose
 	// m is then nil; "" otherwise. Changed with op and mu held.
 	disk string
+	// ports are the guest ports exposed to the host (net/ports), given
+	// to every new machine (netports.go). Changed with op and mu held.
+	ports []Exposure
 	// ending is the machine a pause to disk ended without waiting
 	// (DiskPauser.Discard), until waitEnding saw it end. op only.
 	ending Machine
@@ -269,7 +273,7 @@ func (s *Sandbox) recordLocked(st State) record {
 	c := s.cfg.Defaults()
 	return record{ID: s.id, Owner: s.owner, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
 		World: c.World, Net: c.Net, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err, UID: s.uid,
-		Disk: s.disk, LastSnap: s.lastSnap}
+		Disk: s.disk, LastSnap: s.lastSnap, Ports: slices.Clone(s.ports)}
 }
 
 // persist writes the record of s as it will be in state st. op held.

@@ -62,6 +62,9 @@ type record struct {
 	// LastSnap is the snapshot its machine last took or was restored
 	// from (the parent of its next snapshot: after a daemon restart too).
 	LastSnap string `json:"last_snap,omitempty"`
+	// Ports are the guest ports exposed to the host (net/ports), exposed
+	// again on each new machine (netports.go).
+	Ports []Exposure `json:"ports,omitempty"`
 }
 
 func (r *record) config() Config {
@@ -83,6 +86,8 @@ func (r *record) validate(file string) error {
 		return fmt.Errorf("invalid disk pause image")
 	case r.LastSnap != "" && !ValidName(r.LastSnap) && !validBase(r.LastSnap):
 		return fmt.Errorf("invalid last snapshot name")
+	case !validExposures(r.Ports):
+		return fmt.Errorf("invalid exposed ports")
 	case r.CPUs < 0 || r.CPUs > MaxCPUs || r.MemBytes > MaxMem || r.Timeout < 0 || r.UID < 0:
 		return fmt.Errorf("settings out of range")
 	}

@@ -34,9 +34,10 @@ type Networked interface {
 	// SetAudit makes fn get the network's audit lines (sbnet's format).
 	SetAudit(fn func(line string))
 	// Expose makes guest TCP port p reachable on the host's loopback
-	// (its address); Unexpose ends that; Ports lists them, one line
-	// each: "<guest port> <host address>".
-	Expose(p uint16) (string, error)
+	// (its address; prefer, if free, else any) for uid owner and root
+	// only; Unexpose ends that; Ports lists them, one line each:
+	// "<guest port> <host address>".
+	Expose(p uint16, owner uint32, prefer string) (string, error)
 	Unexpose(p uint16) error
 	Ports() string
 }
@@ -147,11 +148,11 @@ func (r *VMMRuntime) reattachNet(p *vmmproc.Process, policy string) (*sbnet.Net,
 }
 
 // Expose implements Networked.
-func (m *vmmMachine) Expose(p uint16) (string, error) {
+func (m *vmmMachine) Expose(p uint16, owner uint32, prefer string) (string, error) {
 	if m.net == nil {
 		return "", Errorf(syscall.ENODEV, "expose: sandbox has no network")
 	}
-	return m.net.Expose(p)
+	return m.net.Expose(p, owner, prefer)
 }
 
 // Unexpose implements Networked.

@@ -55,7 +55,8 @@ type Event struct {
 type Resolver struct {
 	// Policy is the sandbox's policy in force (its Domains are read).
 	Policy func() *netpolicy.Policy
-	// Upstream is the host's resolver, "host:port" over UDP.
+	// Upstream is the host's resolver, "host:port", asked over UDP, or
+	// over TCP for a query that came over TCP (ServeTCP).
 	Upstream string
 	// Learn allows addrs (from an answer for name) for ttl.
 	Learn func(name string, addrs []netip.Addr, ttl time.Duration)
@@ -95,9 +96,17 @@ func (r *Resolver) Serve(pc net.PacketConn) error {
 	}
 }
 
-// Answer returns the reply to query q, or nil when q is not a DNS
-// message at all (nothing is sent back).
+// Answer returns the reply to query q, which came over UDP (forwarded
+// over UDP), or nil when q is not a DNS message at all (nothing is sent
+// back).
 func (r *Resolver) Answer(ctx context.Context, q []byte) []byte {
+	return r.answer(ctx, q, false)
+}
+
+// answer is Answer for a query that came over UDP or TCP (forwarded the
+// same way: an answer too large for UDP comes back truncated, and the
+// guest's retry over TCP gets it whole).
+func (r *Resolver) answer(ctx context.Context, q []byte, tcp bool) []byte {
 	var p dnsmessage.Parser
 	h, err := p.Start(q)
 	if err != nil || h.Response {
@@ -122,7 +131,14 @@ func (r *Resolver) Answer(ctx context.Context, q []byte) []byte {
 		a = reply(h, qs, dnsmessage.RCodeNameError)
 		return a
 	}
-	a, err = r.forward(ctx, q, h.ID, question)
+	if tcp {
+		a, err = r.forwardTCP(ctx, q)
+	} else {
+		a, err = r.forward(ctx, q)
+	}
+	if err == nil {
+		err = answers(a, h.ID, question)
+	}
 	if err != nil {
 		ev.Verdict, ev.Err = "failed", err
 		a = reply(h, qs, dnsmessage.RCodeServerFailure)
@@ -154,9 +170,23 @@ func reply(h dnsmessage.Header, qs []dnsmessage.Question, rc dnsmessage.RCode) [
 	return m
 }
 
-// forward sends q to the upstream resolver and returns its answer, which
-// must carry id and answer question.
-func (r *Resolver) forward(ctx context.Context, q []byte, id uint16, question dnsmessage.Question) ([]byte, error) {
+// answers checks that upstream's answer a carries id and answers
+// question.
+func answers(a []byte, id uint16, question dnsmessage.Question) error {
+	var p dnsmessage.Parser
+	h, err := p.Start(a)
+	if err != nil || !h.Response || h.ID != id {
+		return fmt.Errorf("upstream answered another query")
+	}
+	if qs, err := p.AllQuestions(); err != nil || len(qs) != 1 || !strings.EqualFold(qs[0].Name.String(), question.Name.String()) || qs[0].Type != question.Type {
+		return fmt.Errorf("upstream answered another question")
+	}
+	return nil
+}
+
+// forward sends q to the upstream resolver over UDP and returns the
+// first response that carries q's ID.
+func (r *Resolver) forward(ctx context.Context, q []byte) ([]byte, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "udp", r.Upstream)
 	if err != nil {
@@ -177,11 +207,8 @@ func (r *Resolver) forward(ctx context.Context, q []byte, id uint16, question dn
 		}
 		var p dnsmessage.Parser
 		h, err := p.Start(buf[:n])
-		if err != nil || !h.Response || h.ID != id {
+		if err != nil || !h.Response || n < 2 || h.ID != uint16(q[0])<<8|uint16(q[1]) {
 			continue // not the answer: keep waiting until the deadline
-		}
-		if qs, err := p.AllQuestions(); err != nil || len(qs) != 1 || !strings.EqualFold(qs[0].Name.String(), question.Name.String()) || qs[0].Type != question.Type {
-			return nil, fmt.Errorf("upstream answered another question")
 		}
 		return append([]byte(nil), buf[:n]...), nil
 	}

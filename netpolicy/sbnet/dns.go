@@ -24,15 +24,22 @@ type learned struct {
 }
 
 // StartResolver serves the sandbox's DNS on the gateway's address, port
-// 53, in its namespace (the only name server its guest can reach: the
+// 53, UDP and TCP, in its namespace (the only name server its guest can reach: the
 // filter allows the gateway, and the namespace drops port 53 and 853
 // forwarded anywhere else), forwarding allowed names to upstream
 // (package resolver). It ends with Remove or Release.
 func (n *Net) StartResolver(upstream string, log func(resolver.Event)) error {
 	var pc net.PacketConn
+	var ln net.Listener
+	addr := net.JoinHostPort(GatewayAddr.Addr().String(), "53")
 	err := inNS(n.ns, func() error {
 		var err error
-		pc, err = net.ListenPacket("udp4", net.JoinHostPort(GatewayAddr.Addr().String(), "53"))
+		if pc, err = net.ListenPacket("udp4", addr); err != nil {
+			return err
+		}
+		if ln, err = net.Listen("tcp4", addr); err != nil {
+			pc.Close()
+		}
 		return err
 	})
 	if err != nil {
@@ -45,9 +52,10 @@ func (n *Net) StartResolver(upstream string, log func(resolver.Event)) error {
 		}
 	}}
 	n.mu.Lock()
-	n.dns = pc
+	n.dns, n.dnsTCP = pc, ln
 	n.mu.Unlock()
 	go r.Serve(pc)
+	go r.ServeTCP(ln)
 	return nil
 }
 

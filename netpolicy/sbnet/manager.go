@@ -105,7 +105,7 @@ func (m *Manager) Close() {
 // force before the tap exists for anyone. The caller hands Net.TakeTap
 // to the VMM and Removes the net when the machine ends.
 func (m *Manager) Create(name string, p *netpolicy.Policy) (n *Net, err error) {
-	n = &Net{Name: name, host: m.host, policy: p, slot: -1}
+	n = &Net{Name: name, log: m.log, host: m.host, policy: p, slot: -1}
 	n.ns, err = newNS(func() error {
 		tap, _, err := vnet.OpenTap(tapName)
 		n.tap = tap
@@ -239,7 +239,7 @@ func (m *Manager) Open(name string, pid int, p *netpolicy.Policy) (*Net, error) 
 	if err != nil {
 		return nil, msg.Errorf(msg.Errno(err), "net: %s: %v", name, err)
 	}
-	n := &Net{Name: name, ns: ns, host: m.host, policy: p, slot: -1}
+	n := &Net{Name: name, log: m.log, ns: ns, host: m.host, policy: p, slot: -1}
 	fail := func(err error) (*Net, error) {
 		n.close()
 		return nil, err

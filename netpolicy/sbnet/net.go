@@ -2,6 +2,7 @@ package sbnet
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -21,6 +22,7 @@ import (
 // found again by Manager.Open.
 type Net struct {
 	Name string
+	log  *slog.Logger
 	ns   netns.NsHandle  // the namespace, -1 if not open
 	h    *netlink.Handle // netlink in ns
 	host *netlink.Handle // netlink in the host's namespace (the Manager's)
@@ -33,6 +35,7 @@ type Net struct {
 	learned map[netip.Addr]learned
 	expire  *time.Timer    // the next expiry of learned
 	dns     net.PacketConn // the resolver's socket, nil none
+	dnsTCP  net.Listener   // the resolver's TCP listener, nil none
 	auditFn func(line string)
 	ports   []*exposed // guest ports exposed to the host (ports.go)
 }
@@ -187,6 +190,10 @@ func (n *Net) close() {
 	if n.dns != nil {
 		n.dns.Close()
 		n.dns = nil
+	}
+	if n.dnsTCP != nil {
+		n.dnsTCP.Close()
+		n.dnsTCP = nil
 	}
 	if n.expire != nil {
 		n.expire.Stop()

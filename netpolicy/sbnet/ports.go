@@ -2,6 +2,7 @@ package sbnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,12 +27,16 @@ const maxPorts = 64
 // them come from its gateway, which its filter always allows back).
 type exposed struct {
 	guest uint16
+	owner uint32 // the uid that may connect (and root, and the daemon's)
 	ln    net.Listener
 }
 
-// Expose makes guest TCP port p reachable on the host's loopback and
-// returns the address; exposing a port again returns the same address.
-func (n *Net) Expose(p uint16) (string, error) {
+// Expose makes guest TCP port p reachable on the host's loopback for
+// uid owner, root and the daemon's uid (peer.go), and returns the
+// address: prefer ("127.0.0.1:<port>", the address an earlier machine
+// of the sandbox had) if it is free, else a port the kernel picks.
+// Exposing a port again returns the same address.
+func (n *Net) Expose(p uint16, owner uint32, prefer string) (string, error) {
 	if p == 0 {
 		return "", msg.Errorf(syscall.EINVAL, "expose: bad port 0")
 	}
@@ -56,13 +61,19 @@ func (n *Net) Expose(p uint16) (string, error) {
 	}
 	ns := netns.NsHandle(fd)
 	var lc net.ListenConfig
-	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	ln, err := net.Listener(nil), errors.New("no address preferred")
+	if a, perr := netip.ParseAddrPort(prefer); perr == nil && a.Addr() == netip.AddrFrom4([4]byte{127, 0, 0, 1}) {
+		ln, err = lc.Listen(context.Background(), "tcp4", a.String())
+	}
+	if err != nil {
+		ln, err = lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	}
 	if err != nil {
 		ns.Close()
 		return "", msg.Errorf(syscall.EIO, "expose: %v", err)
 	}
-	n.ports = append(n.ports, &exposed{guest: p, ln: ln})
-	go serveExposed(ln, ns, p)
+	n.ports = append(n.ports, &exposed{guest: p, owner: owner, ln: ln})
+	go n.serveExposed(ln, ns, p, owner)
 	return ln.Addr().String(), nil
 }
 
@@ -99,10 +110,11 @@ func (n *Net) closePortsLocked() {
 	n.ports = nil
 }
 
-// serveExposed joins each connection on ln to guest port p, dialled in
-// namespace ns, which it closes once ln is closed and its connections
-// are dialled.
-func serveExposed(ln net.Listener, ns netns.NsHandle, p uint16) {
+// serveExposed joins each connection on ln whose peer owner may use
+// (mayUse) to guest port p, dialled in namespace ns, which it closes once
+// ln is closed and its connections are dialled. Another's connection is
+// reset before anything is dialled, and logged.
+func (n *Net) serveExposed(ln net.Listener, ns netns.NsHandle, p uint16, owner uint32) {
 	guest := netip.AddrPortFrom(GuestAddr.Addr(), p).String()
 	var dialing sync.WaitGroup
 	defer func() { go func() { dialing.Wait(); ns.Close() }() }()
@@ -114,6 +126,12 @@ func serveExposed(ln net.Listener, ns netns.NsHandle, p uint16) {
 		dialing.Add(1)
 		go func() {
 			defer c.Close()
+			if ok, err := mayUse(c, owner); !ok {
+				dialing.Done()
+				c.(*net.TCPConn).SetLinger(0) // a reset
+				n.log.Warn("net: exposed port: connection refused", "net", n.Name, "port", p, "peer", c.RemoteAddr(), "owner", owner, "err", err)
+				return
+			}
 			var g net.Conn
 			err := inNS(ns, func() error {
 				var err error

@@ -1,6 +1,7 @@
 package sbnet
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -233,6 +234,26 @@ func TestResolverAndLearn(t *testing.T) {
 	if err != nil || h.ID != 5 || h.RCode != dnsmessage.RCodeNameError {
 		t.Errorf("query from the namespace: %+v, %v; want NXDOMAIN for id 5", h, err)
 	}
+	err = inNS(n.ns, func() error { // the same over TCP (RFC 7766 framing)
+		c, err := net.Dial("tcp4", "169.254.68.5:53")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write(append([]byte{byte(len(q) >> 8), byte(len(q))}, q...))
+		buf := make([]byte, 514)
+		k, err := io.ReadAtLeast(c, buf, 2+12)
+		if err != nil {
+			return err
+		}
+		var p dnsmessage.Parser
+		h, err = p.Start(buf[2:k])
+		return err
+	})
+	if err != nil || h.ID != 5 || h.RCode != dnsmessage.RCodeNameError {
+		t.Errorf("query over TCP from the namespace: %+v, %v; want NXDOMAIN for id 5", h, err)
+	}
 	a, b2 := netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("203.0.113.9")
 	n.learn("a.example.com", []netip.Addr{a}, time.Hour)
 	n.learn("evil.test", []netip.Addr{b2}, time.Hour)
@@ -287,9 +308,9 @@ func TestExpose(t *testing.T) {
 			c.Close()
 		}
 	}()
-	addr, err := n.Expose(8000)
+	addr, err := n.Expose(8000, 4321, "")
 	must(err)
-	if again, _ := n.Expose(8000); again != addr {
+	if again, _ := n.Expose(8000, 4321, ""); again != addr {
 		t.Errorf("Expose again = %s; want %s", again, addr)
 	}
 	if got := n.Ports(); got != "8000 "+addr+"\n" {
@@ -303,6 +324,24 @@ func TestExpose(t *testing.T) {
 	c.Close()
 	if string(b[:k]) != "hello from the guest\n" {
 		t.Errorf("through the exposed port: %q", b[:k])
+	}
+	// The owner gets through; another uid's connection is reset before
+	// anything is dialled.
+	for _, c := range []struct {
+		uid  uint32
+		want string
+	}{{4321, "hello from the guest\n"}, {4322, ""}} {
+		conn, err := dialAs(c.uid, addr)
+		if err != nil && c.want == "" {
+			continue // the reset came before the dial's end
+		}
+		must(err)
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		k, err := conn.Read(b)
+		conn.Close()
+		if string(b[:k]) != c.want || c.want == "" && err == nil {
+			t.Errorf("uid %d through the exposed port: %q, %v; want %q", c.uid, b[:k], err, c.want)
+		}
 	}
 	must(n.Unexpose(8000))
 	if c, err := net.Dial("tcp", addr); err == nil {

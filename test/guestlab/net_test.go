@@ -224,19 +224,23 @@ func TestNetwork(t *testing.T) {
 	if len(ports) != 2 || ports[0] != "8000" || !strings.HasPrefix(ports[1], "127.0.0.1:") {
 		t.Fatalf("net/ports %q; want 8000 127.0.0.1:<port>", ports)
 	}
-	got := ""
-	for i := 0; i < 60 && !strings.HasPrefix(got, "HTTP/1.0 200"); i++ {
-		time.Sleep(time.Second) // the guest's python starts under emulation
-		if c, err := net.Dial("tcp", ports[1]); err == nil {
-			fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
-			b, _ := io.ReadAll(c)
-			c.Close()
-			got = string(b)
+	get := func(addr string) {
+		t.Helper()
+		got := ""
+		for i := 0; i < 60 && !strings.HasPrefix(got, "HTTP/1.0 200"); i++ {
+			time.Sleep(time.Second) // the guest's python starts under emulation
+			if c, err := net.Dial("tcp", addr); err == nil {
+				fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
+				b, _ := io.ReadAll(c)
+				c.Close()
+				got = string(b)
+			}
+		}
+		if !strings.HasPrefix(got, "HTTP/1.0 200") {
+			t.Errorf("GET through the exposed port %s: %q; want HTTP/1.0 200", addr, got[:min(len(got), 80)])
 		}
 	}
-	if !strings.HasPrefix(got, "HTTP/1.0 200") {
-		t.Errorf("GET through the exposed port: %q; want HTTP/1.0 200", got[:min(len(got), 80)])
-	}
+	get(ports[1])
 	if _, err := d.sh(t, "echo expose 0 > sandboxes/na/net/ports"); err == nil {
 		t.Error("expose 0 succeeded")
 	}
@@ -245,6 +249,9 @@ func TestNetwork(t *testing.T) {
 		c.Close()
 		t.Errorf("%s still accepts after unexpose", ports[1])
 	}
+	// Exposed again, it stays exposed across the daemon's restart below.
+	d.mustSh(t, "echo expose 8000 > sandboxes/na/net/ports")
+	exposed := d.mustSh(t, "cat sandboxes/na/net/ports")
 	d.mustSh(t, "echo kill > sandboxes/nd/ctl")
 	if linkExists(links["nd"]) {
 		t.Errorf("nd killed: host link %s still there", links["nd"])
@@ -256,6 +263,14 @@ func TestNetwork(t *testing.T) {
 	d.serve(t)
 	t.Log("daemon killed (SIGKILL) and started again; nk's VMM killed meanwhile")
 	check("na", "198.51.100.2", "ok hello 198.51.100.2")
+	// The exposure was recorded and the adopted machine has it again,
+	// on the same address (free since the old daemon's end).
+	if again := d.mustSh(t, "cat sandboxes/na/net/ports"); again != exposed {
+		t.Errorf("net/ports after the restart %q; want %q as before", again, exposed)
+	}
+	if f := strings.Fields(exposed); len(f) == 2 {
+		get(f[1])
+	}
 	d.mustSh(t, `printf 'default deny\nallow 198.51.100.2\n' > sandboxes/na/net/policy`)
 	check("na", "198.51.100.1", "err 111")
 	check("na", "198.51.100.2", "ok hello 198.51.100.2")

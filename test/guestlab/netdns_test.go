@@ -1,6 +1,7 @@
 package guestlab
 
 import (
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,49 +31,83 @@ func (s *dnsServer) serve(pc net.PacketConn) {
 		if err != nil {
 			return
 		}
-		var p dnsmessage.Parser
-		h, err := p.Start(buf[:n])
-		if err != nil {
-			continue
+		if m := s.answer(buf[:n], ""); m != nil {
+			pc.WriteTo(m, from)
 		}
-		q, err := p.Question()
+	}
+}
+
+// serveTCP answers one query per connection on ln (RFC 7766 framing);
+// the names it is asked are recorded as "tcp:<name>".
+func (s *dnsServer) serveTCP(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
 		if err != nil {
-			continue
+			return
 		}
-		name := strings.TrimSuffix(q.Name.String(), ".")
-		s.mu.Lock()
-		s.asked = append(s.asked, name)
-		s.mu.Unlock()
-		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true})
-		b.StartQuestions()
-		b.Question(q)
-		b.StartAnswers()
-		found := false
-		for i := 0; i < 4 && q.Type == dnsmessage.TypeA; i++ {
-			v, ok := s.names[name]
-			if !ok {
-				break
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			var l [2]byte
+			if _, err := io.ReadFull(c, l[:]); err != nil {
+				return
 			}
-			rh := dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name + "."), Class: dnsmessage.ClassINET, TTL: 300}
-			if target, ok := strings.CutPrefix(v, "cname:"); ok {
-				b.CNAMEResource(rh, dnsmessage.CNAMEResource{CNAME: dnsmessage.MustNewName(target + ".")})
-				name = target
-				continue
+			q := make([]byte, int(l[0])<<8|int(l[1]))
+			if _, err := io.ReadFull(c, q); err != nil {
+				return
 			}
-			b.AResource(rh, dnsmessage.AResource{A: [4]byte(net.ParseIP(v).To4())})
-			found = true
+			if m := s.answer(q, "tcp:"); m != nil {
+				c.Write(append([]byte{byte(len(m) >> 8), byte(len(m))}, m...))
+			}
+		}()
+	}
+}
+
+// answer is the reply to query q (nil: none); the name asked is
+// recorded with prefix.
+func (s *dnsServer) answer(msg []byte, prefix string) []byte {
+	var p dnsmessage.Parser
+	h, err := p.Start(msg)
+	if err != nil {
+		return nil
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil
+	}
+	name := strings.TrimSuffix(q.Name.String(), ".")
+	s.mu.Lock()
+	s.asked = append(s.asked, prefix+name)
+	s.mu.Unlock()
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true})
+	b.StartQuestions()
+	b.Question(q)
+	b.StartAnswers()
+	found := false
+	for i := 0; i < 4 && q.Type == dnsmessage.TypeA; i++ {
+		v, ok := s.names[name]
+		if !ok {
 			break
 		}
-		m, _ := b.Finish()
-		if !found && q.Type == dnsmessage.TypeA {
-			h2 := dnsmessage.Header{ID: h.ID, Response: true, RCode: dnsmessage.RCodeNameError}
-			b = dnsmessage.NewBuilder(nil, h2)
-			b.StartQuestions()
-			b.Question(q)
-			m, _ = b.Finish()
+		rh := dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name + "."), Class: dnsmessage.ClassINET, TTL: 300}
+		if target, ok := strings.CutPrefix(v, "cname:"); ok {
+			b.CNAMEResource(rh, dnsmessage.CNAMEResource{CNAME: dnsmessage.MustNewName(target + ".")})
+			name = target
+			continue
 		}
-		pc.WriteTo(m, from)
+		b.AResource(rh, dnsmessage.AResource{A: [4]byte(net.ParseIP(v).To4())})
+		found = true
+		break
 	}
+	m, _ := b.Finish()
+	if !found && q.Type == dnsmessage.TypeA {
+		h2 := dnsmessage.Header{ID: h.ID, Response: true, RCode: dnsmessage.RCodeNameError}
+		b = dnsmessage.NewBuilder(nil, h2)
+		b.StartQuestions()
+		b.Question(q)
+		m, _ = b.Finish()
+	}
+	return m
 }
 
 func (s *dnsServer) wasAsked(name string) bool {
@@ -93,6 +128,26 @@ try:
     print("ok", socket.gethostbyname(sys.argv[1]))
 except socket.gaierror as e:
     print("err", e.errno)
+`
+
+// tcpDNSPy asks the guest's resolver (169.254.68.5:53) for argv[1]'s A
+// record over TCP: "ok <address>" (the last record's), or "rcode <n>".
+const tcpDNSPy = `import socket, struct, sys
+q = struct.pack(">6H", 0x5678, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(l)]) + l.encode() for l in sys.argv[1].split(".")) + b"\0" + struct.pack(">2H", 1, 1)
+s = socket.create_connection(("169.254.68.5", 53), timeout=10)
+s.sendall(struct.pack(">H", len(q)) + q)
+b = b""
+while len(b) < 2 or len(b) < 2 + struct.unpack(">H", b[:2])[0]:
+    c = s.recv(4096)
+    if not c:
+        break
+    b += c
+a = b[2:]
+if a[3] & 15 == 0 and struct.unpack(">H", a[6:8])[0] > 0:
+    print("ok", socket.inet_ntoa(a[-4:]))
+else:
+    print("rcode", a[3] & 15)
 `
 
 // rawQuery is an A query for example.test (id 0x1234), as rawDNSPy sends it.
@@ -147,6 +202,12 @@ func TestNetworkDNS(t *testing.T) {
 	}
 	t.Cleanup(func() { pc.Close() })
 	go up.serve(pc)
+	tl, err := net.Listen("tcp4", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tl.Close() })
+	go up.serveTCP(tl)
 	// A rogue resolver the guest might try directly, in srv.
 	rogue := &dnsServer{names: map[string]string{"example.test": "192.0.2.1"}}
 	done := make(chan net.PacketConn, 1)
@@ -185,7 +246,7 @@ func TestNetworkDNS(t *testing.T) {
 	d := startDaemon(t)
 	d.mustSh(t, `echo "new nn net='allow allowed.test; allow *.cname.test'" > ctl`)
 	d.waitAgent(t, "nn")
-	for f, text := range map[string]string{"conn.py": connPy, "dns.py": dnsPy, "rawdns.py": rawDNSPy, "spoof.py": spoofDNSPy} {
+	for f, text := range map[string]string{"conn.py": connPy, "dns.py": dnsPy, "rawdns.py": rawDNSPy, "spoof.py": spoofDNSPy, "tcpdns.py": tcpDNSPy} {
 		if err := os.WriteFile(filepath.Join(d.mnt, "sandboxes/nn/fs/root", f), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -201,6 +262,8 @@ func TestNetworkDNS(t *testing.T) {
 		{"python3 /root/dns.py a.cname.test", "ok 198.51.100.2"},
 		{"python3 /root/conn.py 198.51.100.2 8080", "ok hello 198.51.100.2"},
 		{"python3 /root/dns.py other.test", "err -2"},
+		{"python3 /root/tcpdns.py allowed.test", "ok 198.51.100.1"}, // DNS over TCP, forwarded over TCP
+		{"python3 /root/tcpdns.py other.test", "rcode 3"},
 		{"python3 /root/rawdns.py 198.51.100.1", "timeout"},
 	} {
 		if got := run(c.cmd); got != c.want {
@@ -214,8 +277,11 @@ func TestNetworkDNS(t *testing.T) {
 		[]string{"dns", "198.51.100.2", "a.cname.test", "answered", "*"},
 		[]string{"tcp", "198.51.100.2:8080", "a.cname.test", "allow", "*"},
 		[]string{"dns", "-", "other.test", "refused", "*"})
-	if up.wasAsked("other.test") {
+	if up.wasAsked("other.test") || up.wasAsked("tcp:other.test") {
 		t.Error("the host's resolver was asked for other.test, a name the policy does not allow")
+	}
+	if !up.wasAsked("tcp:allowed.test") {
+		t.Error("a query over TCP was not forwarded over TCP")
 	}
 
 	// A forged source: the namespace must not take it (its answer would
