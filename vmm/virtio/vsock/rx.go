@@ -1,6 +1,11 @@
 package vsock
 
-import "time"
+import (
+	"log/slog"
+	"time"
+
+	"sandfs/vmm/virtio"
+)
 
 // Packets to the guest. Control packets wait in Device.ctrl and go first;
 // then each connection in turn sends host data within the guest's credit
@@ -178,6 +183,13 @@ func (d *Device) holdLocked() bool {
 	if d.resetInFlight && time.Since(d.resetSent) > resetSlow {
 		poll = resetPollSlow
 	}
+	if d.resetInFlight && time.Since(d.resetSent) > resetNudge && time.Since(d.resetNudged) > resetNudge {
+		if d.resetNudged.IsZero() {
+			slog.Warn("vsock: the guest has not handled TRANSPORT_RESET; interrupting it again each second", "after", time.Since(d.resetSent).Round(time.Millisecond))
+		}
+		d.resetNudged = time.Now()
+		d.t.Interrupt(virtio.IntUsedBuffer)
+	}
 	time.AfterFunc(poll, d.rxKick.Kick)
 	return true
 }
@@ -204,7 +216,7 @@ func (d *Device) sendEvents() bool {
 	d.mu.Lock()
 	d.evMark = q.AvailIdx() // before the guest can see the event and refill
 	d.resetEvent, d.resetInFlight = false, true
-	d.resetSent = time.Now()
+	d.resetSent, d.resetNudged = time.Now(), time.Time{}
 	d.mu.Unlock()
 	q.Push(ch.Head, ch.Written())
 	d.t.SignalUsed(q)

@@ -44,6 +44,7 @@ type Device struct {
 	resetInFlight bool
 	evMark        uint16
 	resetSent     time.Time // when the event was put in the guest's queue
+	resetNudged   time.Time // when the guest was last interrupted again for it
 	closed        bool
 }
 
@@ -86,6 +87,11 @@ const (
 	// handled a TRANSPORT_RESET (it does not notify for the event buffer
 	// it puts back); after resetSlow it looks less often.
 	resetPoll, resetPollSlow, resetSlow = 5 * time.Millisecond, 100 * time.Millisecond, time.Second
+	// resetNudge: a guest that has not handled the event after this long
+	// is interrupted again, and again each resetNudge (an edge it missed,
+	// say while its line was masked, would otherwise leave the event and
+	// every held packet waiting for good; a spurious interrupt is harmless).
+	resetNudge = time.Second
 )
 
 var _ virtio.Device = (*Device)(nil)

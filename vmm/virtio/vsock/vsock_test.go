@@ -376,11 +376,17 @@ func TestSaveRestoreTransportReset(t *testing.T) {
 	if u, ok := g.d.Wait(rxQueue, 200*time.Millisecond); ok {
 		t.Fatalf("packet before the guest handled TRANSPORT_RESET: %+v", u)
 	}
+	edges := g.d.IRQ.Edges.Load()
 	dev2.mu.Lock()
 	dev2.resetSent = dev2.resetSent.Add(-time.Hour)
 	dev2.mu.Unlock()
 	if u, ok := g.d.Wait(rxQueue, 300*time.Millisecond); ok {
 		t.Fatalf("packet before the guest handled a TRANSPORT_RESET given an hour ago: %+v", u)
+	}
+	// Meanwhile the guest, which may have missed the event's interrupt,
+	// is interrupted again.
+	if e := g.d.IRQ.Edges.Load(); e <= edges {
+		t.Errorf("no interrupt while the reset waited an hour (edges %d, then %d)", edges, e)
 	}
 	g.d.AddKick(evQueue, virtiotest.W(4))
 	// The new connection does not take the port of the one the guest had
