@@ -119,9 +119,11 @@ func NewMachine(cfg MachineConfig) (m *Machine, err error) {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	m = &Machine{cfg: cfg, log: cfg.Log, done: make(chan struct{}), reaped: make(chan struct{})}
+	// Not m in the closure: the failing return sets it to nil first.
+	built := m
 	defer func() {
 		if err != nil {
-			m.close()
+			built.close()
 		}
 	}()
 	if m.sys, err = kvm.Open(cfg.KVMPath); err != nil {
