@@ -290,9 +290,11 @@ func (c *vcpu) exit() bool {
 }
 
 // logTripleFault logs the vCPU's state at a triple fault
-// (KVM_EXIT_SHUTDOWN): a guest that resets this way prints nothing, and
-// the registers (System.map resolves RIP: the guest kernel has no KASLR)
-// are all that says where it was.
+// (KVM_EXIT_SHUTDOWN): a guest that resets this way prints nothing. On
+// Intel the registers say where it was (System.map resolves RIP: the
+// guest kernel has no KASLR); on AMD KVM re-initialises the VMCB at the
+// SHUTDOWN intercept, so they read as the reset state (rip 0xfff0, cs
+// 0xf000, seen in the lab) and the line only tells a reset from a crash.
 func (c *vcpu) logTripleFault() {
 	r, err1 := c.k.GetRegs()
 	s, err2 := c.k.GetSregs()
