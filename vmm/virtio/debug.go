@@ -57,14 +57,31 @@ func debugRegister(t *Transport) {
 	debugReg.Unlock()
 }
 
-// DebugDump describes every transport registered while DebugEnv was set.
+// debugUnregister takes t out of the dump; Transport.Close calls it, so
+// that no dump reads the rings of a closed device (guest RAM may be
+// unmapped next), and it waits for a dump in progress.
+func debugUnregister(t *Transport) {
+	if !debugReg.on {
+		return
+	}
+	debugReg.Lock()
+	defer debugReg.Unlock()
+	for i, r := range debugReg.ts {
+		if r == t {
+			debugReg.ts = append(debugReg.ts[:i], debugReg.ts[i+1:]...)
+			return
+		}
+	}
+}
+
+// DebugDump describes every transport registered while DebugEnv was set
+// and not closed. It holds the registry while it reads their rings.
 func DebugDump() string {
 	debugReg.Lock()
-	ts := append([]*Transport(nil), debugReg.ts...)
-	debugReg.Unlock()
+	defer debugReg.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "virtio debug dump: %d transports\n", len(ts))
-	for _, t := range ts {
+	fmt.Fprintf(&b, "virtio debug dump: %d transports\n", len(debugReg.ts))
+	for _, t := range debugReg.ts {
 		b.WriteString(t.DebugState())
 	}
 	return b.String()

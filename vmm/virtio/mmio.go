@@ -485,6 +485,7 @@ func (t *Transport) reset() {
 // touching the queues. After Close returns, the device never touches guest
 // memory again.
 func (t *Transport) Close() {
+	debugUnregister(t)
 	t.closing.Store(true)
 	t.Resume()
 	t.mu.Lock()
