@@ -181,14 +181,14 @@ func (d *Device) holdLocked() bool {
 	}
 	poll := resetPoll
 	if d.resetInFlight && time.Since(d.resetSent) > resetSlow {
-		poll = resetPollSlow
-	}
-	if d.resetInFlight && time.Since(d.resetSent) > resetNudge && time.Since(d.resetNudged) > resetNudge {
-		if d.resetNudged.IsZero() {
-			slog.Warn("vsock: the guest has not handled TRANSPORT_RESET; interrupting it again each second", "after", time.Since(d.resetSent).Round(time.Millisecond))
+		poll = resetSlowPoll
+		if time.Since(d.resetNudged) > resetSlow {
+			if d.resetNudged.IsZero() {
+				slog.Warn("vsock: the guest has not handled TRANSPORT_RESET; interrupting it again each second", "after", time.Since(d.resetSent).Round(time.Millisecond))
+			}
+			d.resetNudged = time.Now()
+			d.t.Interrupt(virtio.IntUsedBuffer)
 		}
-		d.resetNudged = time.Now()
-		d.t.Interrupt(virtio.IntUsedBuffer)
 	}
 	time.AfterFunc(poll, d.rxKick.Kick)
 	return true

@@ -85,13 +85,11 @@ const (
 	maxCtrl  = 4096
 	// resetPoll is how often held packets look whether the guest has
 	// handled a TRANSPORT_RESET (it does not notify for the event buffer
-	// it puts back); after resetSlow it looks less often.
-	resetPoll, resetPollSlow, resetSlow = 5 * time.Millisecond, 100 * time.Millisecond, time.Second
-	// resetNudge: a guest that has not handled the event after this long
-	// is interrupted again, and again each resetNudge (an edge it missed,
-	// say while its line was masked, would otherwise leave the event and
-	// every held packet waiting for good; a spurious interrupt is harmless).
-	resetNudge = time.Second
+	// it puts back). After resetSlow they look every resetSlowPoll, and
+	// each resetSlow the guest is interrupted again: an edge it missed
+	// (say while its line was masked) would otherwise leave the event and
+	// every held packet waiting for good; a spurious interrupt is harmless.
+	resetPoll, resetSlowPoll, resetSlow = 5 * time.Millisecond, 100 * time.Millisecond, time.Second
 )
 
 var _ virtio.Device = (*Device)(nil)
