@@ -57,6 +57,10 @@ type Command struct {
 	// clone [n] [concurrency=c]: how many, how many at a time.
 	Count, Concurrency int
 	Config             Config // settings given by `new` keys or by template/mem/cpus/timeout
+	// retain [keep=n] [age=dur]: the rules with the keys given applied
+	// (RetainSet says which).
+	Retain    Retention
+	RetainSet struct{ Keep, Age bool }
 }
 
 // Parse turns one message into a command of table t. It does no I/O and

@@ -188,7 +188,7 @@ func TestTables(t *testing.T) {
 				t.Errorf("%s table: verb %q: needs exactly the %s handler", name, v.Name, name)
 			}
 			for _, k := range v.Keys {
-				if settings[k] == nil && !(v.Name == "clone" && k == "concurrency") && !(v.Name == "world" && name == "global") {
+				if settings[k] == nil && !(v.Name == "clone" && k == "concurrency") && !(name == "global" && (v.Name == "world" || v.Name == "retain")) {
 					t.Errorf("%s table: verb %q: key %q has no setting", name, v.Name, k)
 				}
 			}

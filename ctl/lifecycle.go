@@ -288,6 +288,7 @@ func (s *Sandbox) pauseResume(ctx context.Context, v *Verb, to State, call func(
 	s.setState(to, nil) // the machine did change state
 	if to == StateRunning {
 		s.resumedWorld(ctx)
+		s.resumedStale(ctx)
 	}
 	return err
 }

@@ -96,9 +96,11 @@ func (s *Sandbox) setNetPolicy(ctx context.Context, text []byte) error {
 
 // NetAddr is the text of net/addr: the guest's address, its gateway and
 // name server, the same in every sandbox, and the host-side transit
-// address its traffic leaves with, e.g.
+// address its traffic leaves with, and for a member of a group the
+// group and its member address (netgroup.go), e.g.
 //
 //	guest=169.254.68.6/30 gateway=169.254.68.5 dns=169.254.68.5 transit=100.127.0.2
+//	guest=169.254.68.6/30 gateway=169.254.68.5 dns=169.254.68.5 transit=100.127.0.4 group=lab member=100.126.0.1
 //
 // A sandbox without a network (no runtime networks, or not running) says
 // transit=-; one whose runtime has no networks at all says "none".
@@ -118,5 +120,5 @@ func (s *Sandbox) NetAddr() string {
 		transit = n.Transit().String()
 	}
 	return "guest=" + sbnet.GuestAddr.String() + " gateway=" + sbnet.GatewayAddr.Addr().String() +
-		" dns=" + sbnet.GatewayAddr.Addr().String() + " transit=" + transit
+		" dns=" + sbnet.GatewayAddr.Addr().String() + " transit=" + transit + s.netGroup()
 }

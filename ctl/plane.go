@@ -46,11 +46,20 @@ type Plane struct {
 	snaps    map[string]SnapshotInfo
 	snapBusy map[string]bool
 	snapPins map[string]int
+	// snapAt is the newest snapshot's creation time: the next is later
+	// (snapTime), so listings and retention follow the order snapshots
+	// were taken in even when the wall clock steps back.
+	snapAt   time.Time
 	watchers map[int]func(id string)
 	nextW    int
 	closed   bool
 
 	wr worldReg // the worlds (worlds.go), under their own lock
+
+	// retain are the retention rules; retainKick asks their loop for a
+	// pass (nil: no loop). retainrules.go.
+	retain     Retention
+	retainKick chan struct{}
 }
 
 // Open opens (creating if needed) the state directory dir, takes its lock
@@ -100,6 +109,9 @@ func Open(dir string, rt Runtime, log *slog.Logger) (*Plane, error) {
 	}
 	for _, si := range snaps {
 		p.snaps[si.ID] = si
+		if si.Created.After(p.snapAt) {
+			p.snapAt = si.Created
+		}
 	}
 	for _, id := range badSnaps {
 		p.snapBusy[id] = true
@@ -316,6 +328,10 @@ func (p *Plane) create(id string, cfg Config, verb string, owner cred.Owner) (*S
 	} else if p.boxes[id] != nil || p.taken[id] {
 		p.mu.Unlock()
 		return nil, Errorf(syscall.EEXIST, "%s: sandbox exists %s", verb, msg.Cite(id))
+	}
+	if err := p.joinGroupLocked(&cfg, verb); err != nil {
+		p.mu.Unlock()
+		return nil, err
 	}
 	s := newSandbox(p, id, cfg, time.Now().Round(0), owner) // wall clock only: the order must survive a restart
 	p.boxes[id] = s

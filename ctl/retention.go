@@ -17,19 +17,28 @@ import (
 // or taking a snapshot over: its files, or, while deltas are over it,
 // only its listing (Removed).
 func (p *Plane) rmSnap(ctx context.Context, c Command, v *Verb) error {
+	return msg.Prefix(v.Name, p.removeSnap(c.Snap, func(si SnapshotInfo) error { return mayUseSnap(ctx, v.Name, si) }))
+}
+
+// removeSnap removes listed snapshot id as rm does (rmSnap; retention
+// rules too) if may (nil: anyone) allows it: EBUSY while in use, ENOENT
+// if not listed.
+func (p *Plane) removeSnap(id string, may func(SnapshotInfo) error) error {
 	p.mu.Lock()
-	si, ok := p.snaps[c.Snap]
+	si, ok := p.snaps[id]
 	if !ok || si.Removed {
 		p.mu.Unlock()
-		return errNoSnapshot(v.Name, c.Snap)
+		return Errorf(syscall.ENOENT, "no snapshot %s", msg.Cite(id))
 	}
-	if err := mayUseSnap(ctx, v.Name, si); err != nil {
-		p.mu.Unlock()
-		return err
+	if may != nil {
+		if err := may(si); err != nil {
+			p.mu.Unlock()
+			return err
+		}
 	}
 	if p.snapPins[si.ID] > 0 || p.snapBusy[si.ID] {
 		p.mu.Unlock()
-		return Errorf(syscall.EBUSY, "%s: snapshot %s is in use (a snapshot over it or a restore from it)", v.Name, msg.Cite(si.ID))
+		return Errorf(syscall.EBUSY, "snapshot %s is in use (a snapshot over it or a restore from it)", msg.Cite(si.ID))
 	}
 	if p.hasChildLocked(si.ID) {
 		p.snapBusy[si.ID] = true // while its record is rewritten
@@ -44,13 +53,13 @@ func (p *Plane) rmSnap(ctx context.Context, c Command, v *Verb) error {
 		delete(p.snapBusy, si.ID)
 		p.mu.Unlock()
 		if err != nil {
-			return Errorf(syscall.EIO, "%s: marking snapshot %s removed: %v", v.Name, msg.Cite(si.ID), err)
+			return Errorf(syscall.EIO, "marking snapshot %s removed: %v", msg.Cite(si.ID), err)
 		}
 		p.log.Info("snapshot removed from the listing; kept for the snapshots over it", "snapshot", si.ID)
 		return nil
 	}
 	if err := p.removeSnapLocked(si); err != nil {
-		return Errorf(syscall.EIO, "%s: removing snapshot %s: %v", v.Name, msg.Cite(si.ID), err)
+		return Errorf(syscall.EIO, "removing snapshot %s: %v", msg.Cite(si.ID), err)
 	}
 	p.collect(si.Parent)
 	return nil

@@ -18,6 +18,11 @@ type Config struct {
 	// text; "" is default deny) of the sandbox's network, where the
 	// runtime gives it one (VMMRuntime.Net).
 	Net string
+	// Group is the named group (new's group=) whose members may reach
+	// each other where both policies allow it (netgroup.go), "" none;
+	// Member is the sandbox's member address in it, chosen by the
+	// plane when the sandbox is made (never by a message).
+	Group, Member string
 	// From is the snapshot the sandbox is restored from (new from=),
 	// "" for its template; the snapshot gives Template, MemBytes and
 	// CPUs. The runtime's SnapshotRestorer starts it. Not persisted.

@@ -272,7 +272,7 @@ func (s *Sandbox) recordLocked(st State) record {
 	defer s.mu.Unlock()
 	c := s.cfg.Defaults()
 	return record{ID: s.id, Owner: s.owner, State: st, Template: c.Template, MemBytes: c.MemBytes, CPUs: c.CPUs,
-		World: c.World, Net: c.Net, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err, UID: s.uid,
+		World: c.World, Net: c.Net, Group: c.Group, Member: c.Member, Timeout: int64(c.Timeout), Created: s.created, Deadline: s.deadline, Err: s.err, UID: s.uid,
 		Disk: s.disk, LastSnap: s.lastSnap, Ports: slices.Clone(s.ports)}
 }
 

@@ -126,6 +126,20 @@ func (p *Plane) reserveSnap(verb, id, parent string) (string, string, error) {
 	return id, parent, nil
 }
 
+// snapTime is a new snapshot's creation time: the wall clock's, or just
+// after the newest snapshot's when the clock reads earlier (it stepped
+// back).
+func (p *Plane) snapTime() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now().Round(0)
+	if !now.After(p.snapAt) {
+		now = p.snapAt.Add(time.Microsecond)
+	}
+	p.snapAt = now
+	return now
+}
+
 // snapTaken reports whether a snapshot name is in use. Plane.mu held.
 func (p *Plane) snapTaken(id string) bool {
 	_, listed := p.snaps[id]
@@ -190,6 +204,7 @@ func (s *Sandbox) snapshot(ctx context.Context, c Command, v *Verb) (string, err
 	if err != nil {
 		return "", err
 	}
+	s.p.kickRetention()
 	return id + "\n", nil
 }
 
@@ -221,7 +236,7 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 			return "", Errorf(Errno(err), "%s: pause: %s", verb, errText(err))
 		}
 	}
-	created := time.Now().Round(0)
+	created := p.snapTime()
 	st, err := sm.Snapshot(p.ctx, dir, parent)
 	if err == nil {
 		err = s.snapshotWorld(dir)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"sandfs/ctl/cred"
 )
@@ -403,4 +404,47 @@ func TestSnapshotOverTemplate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, snapsName, "_base-256m1c-0123", "meta")); err != nil {
 		t.Errorf("the template's snapshot after restart: %v", err)
 	}
+}
+
+// TestSnapshotOrderClockBack: a snapshot taken after another is listed
+// after it even when the wall clock reads earlier than the other's time
+// (a clock stepped back), also in a plane opened again, which takes the
+// newest snapshot's time from the store.
+func TestSnapshotOrderClockBack(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, dir, rt)
+	do(t, p, "new box")
+	sdo(t, lookup(t, p, "box"), "snapshot s1")
+	// s1 as if taken by a clock an hour ahead of today's.
+	ahead := time.Now().Add(time.Hour)
+	p.mu.Lock()
+	si := p.snaps["s1"]
+	si.Created, p.snapAt = ahead, ahead
+	p.snaps["s1"] = si
+	p.mu.Unlock()
+	sdo(t, lookup(t, p, "box"), "snapshot s2")
+	if n := snapNames(p); !slices.Equal(n, []string{"s1", "s2"}) {
+		t.Errorf("listed %q after the clock stepped back; want s1 s2", n)
+	}
+	latest := lookupSnap(t, p, "s2").Created
+	if !latest.After(ahead) {
+		t.Errorf("s2 created %v, not after s1's %v", latest, ahead)
+	}
+	do(t, p, "kill box")
+	p.Close()
+	p2, _ := openPlane(t, dir, rt)
+	if !p2.snapAt.Equal(latest) {
+		t.Errorf("a plane opened again starts from %v; want the newest snapshot's %v", p2.snapAt, latest)
+	}
+}
+
+// lookupSnap is snapshot id's record.
+func lookupSnap(t *testing.T, p *Plane, id string) SnapshotInfo {
+	t.Helper()
+	si, err := p.LookupSnapshot(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return si
 }

@@ -48,7 +48,9 @@ type record struct {
 	MemBytes uint64     `json:"mem"`
 	CPUs     int        `json:"cpus"`
 	World    string     `json:"world,omitempty"`
-	Net      string     `json:"net,omitempty"` // egress policy text (Config.Net)
+	Net      string     `json:"net,omitempty"`    // egress policy text (Config.Net)
+	Group    string     `json:"group,omitempty"`  // Config.Group
+	Member   string     `json:"member,omitempty"` // Config.Member
 	Timeout  int64      `json:"timeout_ns"`
 	Created  time.Time  `json:"created"`
 	Deadline time.Time  `json:"deadline,omitzero"`
@@ -68,7 +70,7 @@ type record struct {
 }
 
 func (r *record) config() Config {
-	return Config{Template: r.Template, MemBytes: r.MemBytes, CPUs: r.CPUs, World: r.World, Net: r.Net, Timeout: time.Duration(r.Timeout)}
+	return Config{Template: r.Template, MemBytes: r.MemBytes, CPUs: r.CPUs, World: r.World, Net: r.Net, Group: r.Group, Member: r.Member, Timeout: time.Duration(r.Timeout)}
 }
 
 // validate checks a decoded record; the text says what is wrong.
@@ -88,6 +90,10 @@ func (r *record) validate(file string) error {
 		return fmt.Errorf("invalid last snapshot name")
 	case !validExposures(r.Ports):
 		return fmt.Errorf("invalid exposed ports")
+	case r.Group != "" && !ValidName(r.Group), (r.Member != "") != (r.Group != ""):
+		return fmt.Errorf("invalid group")
+	case !validMember(r.Member):
+		return fmt.Errorf("invalid group member address")
 	case r.CPUs < 0 || r.CPUs > MaxCPUs || r.MemBytes > MaxMem || r.Timeout < 0 || r.UID < 0:
 		return fmt.Errorf("settings out of range")
 	}

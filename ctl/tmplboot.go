@@ -107,7 +107,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	// cfg is s's, and the run directory is laid out: launch, not
 	// startFrom (which would stat the template and kernel and lay out
 	// the directory again).
-	vm, err := r.launch(ctx, s.ID, s.Net, cfg, filepath.Join(work, workSnaps, id))
+	vm, err := r.launch(ctx, s.ID, s.Config, cfg, filepath.Join(work, workSnaps, id))
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +128,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir, id string) error {
 	b := s
 	b.ID, b.Dir = "template", filepath.Join(dir, "r")
+	b.Group, b.Member = "", "" // the template's machine is in no group
 	if err := os.Mkdir(b.Dir, 0o700); err != nil {
 		return err
 	}

@@ -15,9 +15,9 @@ import (
 var GlobalVerbs = Table{
 	{
 		Name:  "new",
-		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur] [from=snap] [net=deny|allow|policy]",
+		Usage: "new [name] [template=name] [mem=size] [cpus=n] [world=name] [timeout=dur] [from=snap] [net=deny|allow|policy] [group=name]",
 		Min:   0, Max: 1,
-		Keys:  []string{"template", "mem", "cpus", "world", "timeout", "from", "net"},
+		Keys:  []string{"template", "mem", "cpus", "world", "timeout", "from", "net", "group"},
 		Needs: []State{StateNew}, // the sandbox it creates, until it starts
 		Doc: `Creates and starts a sandbox called name ([a-z0-9][a-z0-9-]{0,62};
 without one, a short random id is chosen). Defaults: template=base
@@ -37,8 +37,12 @@ which may then not be given.
 net= is its egress policy (docs/network.md): deny (the default), allow,
 or a policy whose lines are separated by ';', e.g.
 net='allow 10.0.0.0/8; deny 10.1.0.0/16'; net/policy reads and replaces it.
+group= makes it a member of that named group ([a-z0-9][a-z0-9-]{0,62}):
+members reach each other at their member addresses (net/addr's member=)
+where both policies allow it; nothing else reaches them.
 Errors: EEXIST a sandbox called name exists; EINVAL from= with template,
-mem or cpus, or a bad net= policy; ENODEV no VMM runtime is configured (nothing is created);
+mem or cpus, a bad net= policy or group name; ENOSPC 256 groups, or
+254 members in the group, exist; ENODEV no VMM runtime is configured (nothing is created);
 ENOENT unknown template, world or snapshot; EPERM the snapshot is
 another uid's; ESTALE the snapshot's template image was rebuilt since; ECANCELED killed while creating; EINTR the writer was
 interrupted (creation goes on); EIO the runtime failed.`,
@@ -90,6 +94,25 @@ world called name exists; ENOENT, ENOTDIR lower does not exist or is no
 directory; EACCES the writer may not read lower; EIO the world's files
 could not be made (nothing is listed).`,
 		Run: handler{check: checkWorld, plane: (*Plane).ctlWorld},
+	},
+	{
+		Name:  "retain",
+		Usage: "retain [keep=n] [age=dur]",
+		Min:   0, Max: 0,
+		Keys: []string{"keep", "age"},
+		Doc: `Sets the daemon's snapshot retention rules, as serve's flags
+--snapshot-keep and --snapshot-max-age do (docs/snapshots.md
+"Retention"): keep at most n listed snapshots of each sandbox, the newest,
+and remove those older than dur; except the ones a sandbox stands on.
+0 is no limit; a key not given keeps its value. keep is 0..1000000; age
+is a duration (168h, 90m) or whole seconds, at most 100 years. A pass
+applies the new rules at once. Without keys it changes nothing. Either
+way reading the same open gives the rules now in force,
+"keep=<n> age=<dur>" and a newline. The rules last until the daemon stops (its flags
+set them at start). Setting is root's and the daemon user's only.
+Errors: EINVAL a bad value or argument (nothing is changed); EPERM
+keys given by another user.`,
+		Run: handler{check: checkRetain, plane: (*Plane).ctlRetain},
 	},
 }
 
@@ -438,5 +461,9 @@ var settings = map[string]func(cfg *Config, verb, value, input string) error{
 	"net": func(cfg *Config, verb, value, input string) (err error) {
 		cfg.Net, err = checkNet(verb, value)
 		return err
+	},
+	"group": func(cfg *Config, verb, value, input string) error {
+		cfg.Group = value
+		return checkName(verb, "group", value, input)
 	},
 }

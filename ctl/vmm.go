@@ -48,7 +48,9 @@ type VMMRuntime struct {
 	KernelPath   string
 	TemplatesDir string
 	Log          *slog.Logger
-	// Binary is the sandfs executable to run as the VMM (default: this one).
+	// Binary is the executable to run as the VMM, with the arguments
+	// "vmm -config FILE": bin/sandfs-vmm (the daemon sets it from
+	// vmmproc.FindBinary) or a sandfs binary (default: this one).
 	Binary string
 	// Cmdline is added to every guest's kernel command line.
 	Cmdline string
@@ -184,7 +186,7 @@ func (r *VMMRuntime) startFrom(ctx context.Context, s Spec, snapshot, hostname s
 	if err := prepareRunDir(s.Dir, cfg.Jail.UID); err != nil {
 		return nil, err
 	}
-	return r.launch(ctx, s.ID, s.Net, cfg, snapshot)
+	return r.launch(ctx, s.ID, s.Config, cfg, snapshot)
 }
 
 // labelImage is the VMM config's label holding the identity of the
@@ -194,12 +196,12 @@ const labelImage = "image"
 
 // launch starts the VMM of sandbox id with cfg, restoring snapshot (""
 // boots), in a run directory prepareRunDir laid out; with networks, its
-// network has egress policy text netPolicy.
-func (r *VMMRuntime) launch(ctx context.Context, id, netPolicy string, cfg vmmproc.Config, snapshot string) (*vmmMachine, error) {
+// network has sc's egress policy and group membership.
+func (r *VMMRuntime) launch(ctx context.Context, id string, sc Config, cfg vmmproc.Config, snapshot string) (*vmmMachine, error) {
 	cfg.Restore = snapshot
 	image, _ := imageID(cfg.Disks[0].Path) // "": its snapshots are refused
 	cfg.Labels = map[string]string{labelImage: image}
-	n, err := r.netUp(id, netPolicy, &cfg)
+	n, err := r.netUp(id, sc, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +271,7 @@ func (r *VMMRuntime) config(s Spec, hostname string) (vmmproc.Config, error) {
 		Disks:   []vmmproc.DiskConfig{{Path: rootfs, Overlay: filepath.Join(s.Dir, "work", "rootfs.cow"), ID: "rootfs"}},
 		Vsock:   &vmmproc.VsockConfig{CID: 3, UDS: vsockPath(s.Dir)},
 		RNG:     true,
+		P9:      &vmmproc.P9Config{Tag: WorldTag, Port: WorldPort},
 		Binary:  r.Binary,
 		Socket:  vmmSocket(s.Dir),
 		Console: filepath.Join(s.Dir, "console"),

@@ -37,7 +37,8 @@ func vsockPath(dir string) string { return filepath.Join(dir, "vsock", "vsock.so
 
 // Reattach implements Reattacher: it adopts the VMM recorded in s.Dir
 // (vmmproc.Adopt: the process Launch recorded in vmm.sock.pid, checked
-// by pid, start time and boot id, whose control answers). The machine's
+// by pid, start time and boot id, whose control answers), whose stderr
+// goes on to vmm.log (vmmproc.Process.ReadLog). The machine's
 // guest is reached as after Start (DialGuest on the same vsock socket);
 // its end is seen through a pidfd, with no exit status (Err says so); its
 // first snapshot is a delta over the one it last took or was restored
@@ -55,6 +56,9 @@ func (r *VMMRuntime) Reattach(ctx context.Context, s Spec) (Machine, error) {
 			errno = syscall.ESRCH
 		}
 		return nil, Errorf(errno, "%v", err)
+	}
+	if err := p.ReadLog(filepath.Join(s.Dir, "vmm.log")); err != nil {
+		r.Log.Warn("adopted vmm: its log is not read", "id", s.ID, "err", err)
 	}
 	cfg := p.Config()
 	boot := "cold"

@@ -59,21 +59,26 @@ func parsePolicy(text string) (*netpolicy.Policy, error) {
 	return netpolicy.Parse([]byte(text))
 }
 
-// netUp makes the network of a machine of sandbox id with policy text
-// and gives it to cfg (its tap, device and label). The caller closes
-// cfg.TapFD once the VMM started and removes the network if it did not.
-func (r *VMMRuntime) netUp(id, policy string, cfg *vmmproc.Config) (*sbnet.Net, error) {
+// netUp makes the network of a machine of sandbox id with sc's policy
+// and member address and gives it to cfg (its tap, device and label).
+// The caller closes cfg.TapFD once the VMM started and removes the
+// network if it did not.
+func (r *VMMRuntime) netUp(id string, sc Config, cfg *vmmproc.Config) (*sbnet.Net, error) {
 	if r.Net == nil {
 		return nil, nil
 	}
-	p, err := parsePolicy(policy)
+	p, err := parsePolicy(sc.Net)
 	if err != nil {
 		return nil, Errorf(Errno(err), "net: %s", errText(err))
+	}
+	member, err := memberAddr(sc.Member)
+	if err != nil {
+		return nil, err
 	}
 	var b [4]byte
 	rand.Read(b[:])
 	name := id + "." + hex.EncodeToString(b[:])
-	n, err := r.Net.Create(name, p)
+	n, err := r.Net.CreateMember(name, p, member)
 	if err != nil {
 		return nil, Errorf(Errno(err), "new: network: %s", errText(err))
 	}

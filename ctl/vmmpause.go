@@ -35,9 +35,13 @@ const pauseMark = "_pause-"
 // snapshot the memory is a delta over ("-": it is full). An earlier
 // pause image the machine was resumed from is folded in (the delta is
 // over the snapshot that image was over), so that it is superseded and
-// goes at the next resume (dropPauses); only a machine with no snapshot
-// under its pause images (a cold boot) writes one over the last image,
-// and then the image has no <root> field and nothing is dropped.
+// goes at the next resume (dropPauses). A machine with no snapshot under
+// its pause images (a cold boot) writes its first one full; resumed from
+// it, that image is the root of its next ones (ResumeFromDisk), so they
+// fold over it too and its store keeps at most three images (the root,
+// the one it runs from, the new one). Only a machine resumed from an
+// image of a record without the root field writes one over that image,
+// with no <root> field, and nothing is dropped.
 func (m *vmmMachine) SaveToDisk(ctx context.Context) (string, error) {
 	if m.work == "" || m.host == "" || m.image == "" || strings.ContainsAny(m.host+m.image, " \n") {
 		return "", Errorf(syscall.ENOTSUP, "the machine's work directory, boot host name or disk image is unknown")
@@ -85,13 +89,14 @@ func (m *vmmMachine) Discard() { m.p.Abort() }
 
 // parseImage splits SaveToDisk's image name. root is "" when the image
 // has no root field (older records too: then nothing is dropped) or
-// "-" (a full image).
+// "-" (a full image); a pause image root is a cold-booted machine's
+// first, full image.
 func parseImage(img string) (id, host, image, root string, err error) {
 	f := strings.Fields(img)
 	if len(f) == 3 {
 		f = append(f, "")
 	}
-	if len(f) != 4 || !strings.HasPrefix(f[0], pauseMark) || strings.ContainsAny(f[0]+f[3], "/") || strings.HasPrefix(f[3], pauseMark) {
+	if len(f) != 4 || !strings.HasPrefix(f[0], pauseMark) || strings.ContainsAny(f[0]+f[3], "/") || f[3] == f[0] || f[3] == pauseMark {
 		return "", "", "", "", Errorf(syscall.EINVAL, "bad pause image %s", msg.Cite(img))
 	}
 	return f[0], f[1], f[2], f[3], nil
@@ -119,17 +124,22 @@ func (r *VMMRuntime) ResumeFromDisk(ctx context.Context, s Spec, img string) (Ma
 	if root != "" {
 		// The record names this image (persisted before the resume):
 		// the ones it superseded go.
-		if err := dropPauses(WorkDir(s), id); err != nil {
+		if err := dropPauses(WorkDir(s), id, root); err != nil {
 			r.Log.Warn("resume from disk: earlier pause images stay", "id", s.ID, "err", err)
 		}
 	}
 	start := time.Now()
-	vm, err := r.launch(ctx, s.ID, s.Net, cfg, filepath.Join(WorkDir(s), workSnaps, id))
+	vm, err := r.launch(ctx, s.ID, s.Config, cfg, filepath.Join(WorkDir(s), workSnaps, id))
 	if err != nil {
 		return nil, err
 	}
 	vm.last = id
-	if root != "-" {
+	switch root {
+	case "-":
+		// A full image is the root of the next ones (a cold boot's:
+		// they fold over it rather than chain).
+		vm.root = id
+	default:
 		vm.root = root
 		r.adoptBase(vm, root)
 	}
@@ -142,14 +152,15 @@ func (r *VMMRuntime) ResumeFromDisk(ctx context.Context, s Spec, img string) (Ma
 }
 
 // dropPauses removes every pause image in the work store of work but
-// keep (the one a resume starts from, which no earlier one is under).
-func dropPauses(work, keep string) error {
+// the one a resume starts from and the one it is over (root: a full
+// pause image, or a snapshot).
+func dropPauses(work, keep, root string) error {
 	ents, err := os.ReadDir(filepath.Join(work, workSnaps))
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
-		if n := e.Name(); strings.HasPrefix(n, pauseMark) && n != keep {
+		if n := e.Name(); strings.HasPrefix(n, pauseMark) && n != keep && n != root {
 			if err := removeBeneath(work, filepath.Join(workSnaps, n)); err != nil {
 				return err
 			}

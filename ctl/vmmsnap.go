@@ -282,7 +282,7 @@ func (r *VMMRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Mac
 	if err := linkChain(filepath.Join(work, workSnaps), from.Dir, cfg.Jail.UID); err != nil {
 		return nil, Errorf(Errno(err), "restore: %s", errText(err))
 	}
-	vm, err := r.launch(ctx, s.ID, s.Net, cfg, filepath.Join(work, workSnaps, from.ID))
+	vm, err := r.launch(ctx, s.ID, s.Config, cfg, filepath.Join(work, workSnaps, from.ID))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,12 @@ import (
 // at /workspace ("workspace <port>" on the agent's ctl).
 const WorldPort = 565
 
+// WorldTag is the mount tag of the VMM's virtio-9p device (vmm/virtio/p9),
+// which carries 9P to the same socket as a guest's vsock connection to
+// WorldPort; the agent mounts it at /workspace when it is there
+// (guest.WorkspaceTag, the same string).
+const WorldTag = "sandfs-world"
+
 // GuestListener is optionally implemented by a Machine whose guest can
 // connect to the host: ListenGuest returns a listener for the guest's
 // connections to host vsock port port. Closing it stops listening.
@@ -52,7 +58,10 @@ func (s *Sandbox) attachWorld(ctx context.Context, m Machine) error {
 	}
 	who := cred.Cred{UID: s.owner.UID, GID: s.owner.GID}
 	go func() { <-m.Done(); l.Close() }()
-	go serveGuestConns(l, maxWorldConns, func(c net.Conn) { b.ServeConn(s.p.ctx, c, who) })
+	go serveGuestConns(l, maxWorldConns, func(c net.Conn) {
+		growSendBuffer(c)
+		b.ServeConn(s.p.ctx, c, who)
+	})
 	return msg.Prefix("world", agentSay(ctx, m, "workspace "+strconv.Itoa(WorldPort)))
 }
 

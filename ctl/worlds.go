@@ -60,6 +60,7 @@ type worldReg struct {
 	worlds map[string]*worldEntry
 	bad    map[string]bool   // names of corrupt records: never reused
 	lost   map[*Sandbox]bool // re-attached sandboxes whose /workspace is to mount again (worldLost)
+	stale  map[*Sandbox]bool // paused sandboxes whose guest is to forget its cached world at resume (worldChanged)
 }
 
 // worldEntry is one world: its record and, once used, its data.
@@ -401,14 +402,18 @@ func (p *Plane) worldApply(ctx context.Context, c Command, v *Verb) (string, err
 	if who := cred.Of(ctx); who.UID == wi.Owner.UID {
 		as = who
 	}
+	// A failed apply may have written some files: the guests forget either way.
+	defer p.worldChanged(ctx, c.World, true)
 	return p.worldDo(c, v, func(b WorldBackend) (string, error) { return "", b.Apply(len(c.Args) == 1, as) })
 }
 
-func (p *Plane) worldDiscard(_ context.Context, c Command, v *Verb) (string, error) {
+func (p *Plane) worldDiscard(ctx context.Context, c Command, v *Verb) (string, error) {
+	defer p.worldChanged(ctx, c.World, false)
 	return p.worldDo(c, v, func(b WorldBackend) (string, error) { return "", b.Discard() })
 }
 
-func (p *Plane) worldRebase(_ context.Context, c Command, v *Verb) (string, error) {
+func (p *Plane) worldRebase(ctx context.Context, c Command, v *Verb) (string, error) {
+	defer p.worldChanged(ctx, c.World, false)
 	return p.worldDo(c, v, func(b WorldBackend) (string, error) {
 		n, err := b.Rebase()
 		return strconv.Itoa(n) + "\n", err

@@ -10,11 +10,14 @@
 // Each handler is a short sequence of file operations on the sandfs tree
 // through package fs/client, the client a 9P user has: `new` on /ctl,
 // verbs on sandboxes/<id>/ctl, status lines, procs/clone and
-// procs/<n>/{ctl,stdin,stdout,stderr,wait}, and the guest's files under
-// sandboxes/<id>/fs/. The adapter holds no sandbox logic; what it keeps
-// itself is what only E2B has: per sandbox the API key that made it, its
-// metadata, its envVars and its envd access token (Registry, saved in
-// one JSON file).
+// procs/<n>/{ctl,stdin,stdout,stderr,wait}, the guest's files under
+// sandboxes/<id>/fs/ and its watch file sandboxes/<id>/watch. The
+// adapter holds no sandbox logic; what it keeps itself is what only E2B
+// has: per sandbox the API key that made it, its metadata, its envVars
+// and its envd access token (Registry, saved in one JSON file); and, in
+// memory, what E2B's calls need between requests: code contexts
+// (interps.go), polling watchers (watchers.go) and metrics samples
+// (samples.go), each bounded.
 //
 // Access: every REST request needs an API key (X-API-KEY); a key maps to
 // an explicit tree identity (cred.Cred), and the adapter reaches the

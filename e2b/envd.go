@@ -103,6 +103,7 @@ func (s *Server) requireSandbox(next http.Handler) http.Handler {
 		}
 		if errors.Is(err, syscall.ENOENT) || (err == nil && e2bState(st.State) == "") {
 			s.ctxs.drop(id, "") // it ended without a kill here (its timeout)
+			s.watchers.remove(id, "")
 		}
 		if err != nil || st.State != "running" {
 			writeError(w, http.StatusBadGateway, "sandbox "+id+" is not running")

@@ -26,6 +26,10 @@ func (s *Server) filesystemHandlers(opts []connect.HandlerOption) []route {
 		{fsSvc + "Move", connect.NewUnaryHandler(fsSvc+"Move", s.move, opts...)},
 		{fsSvc + "ListDir", connect.NewUnaryHandler(fsSvc+"ListDir", s.listDir, opts...)},
 		{fsSvc + "Remove", connect.NewUnaryHandler(fsSvc+"Remove", s.remove, opts...)},
+		{fsSvc + "WatchDir", connect.NewServerStreamHandler(fsSvc+"WatchDir", s.watchDir, opts...)},
+		{fsSvc + "CreateWatcher", connect.NewUnaryHandler(fsSvc+"CreateWatcher", s.createWatcher, opts...)},
+		{fsSvc + "GetWatcherEvents", connect.NewUnaryHandler(fsSvc+"GetWatcherEvents", s.getWatcherEvents, opts...)},
+		{fsSvc + "RemoveWatcher", connect.NewUnaryHandler(fsSvc+"RemoveWatcher", s.removeWatcher, opts...)},
 	}
 }
 

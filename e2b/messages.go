@@ -143,10 +143,27 @@ type listDirResponse struct {
 	Entries []entryInfo `json:"entries"`
 }
 
+// watchDirRequest is WatchDirRequest and CreateWatcherRequest
+// (allowNetworkMounts is accepted and has no effect: the guest's mounts
+// are all watched alike).
 type watchDirRequest struct {
-	Path         string `json:"path"`
-	Recursive    bool   `json:"recursive"`
-	IncludeEntry bool   `json:"includeEntry"`
+	Path               string `json:"path"`
+	Recursive          bool   `json:"recursive"`
+	IncludeEntry       bool   `json:"includeEntry"`
+	AllowNetworkMounts bool   `json:"allowNetworkMounts"`
+}
+
+type createWatcherResponse struct {
+	WatcherID string `json:"watcherId"`
+}
+
+// watcherRequest is GetWatcherEventsRequest and RemoveWatcherRequest.
+type watcherRequest struct {
+	WatcherID string `json:"watcherId"`
+}
+
+type watcherEventsResponse struct {
+	Events []filesystemEvent `json:"events"`
 }
 
 type filesystemEvent struct {
@@ -155,12 +172,11 @@ type filesystemEvent struct {
 	Entry *entryInfo `json:"entry,omitempty"`
 }
 
+// watchEvent is WatchDirResponse, whose oneof is the message's own, so
+// flattened into it: {"start":{}}, {"filesystem":{...}}, {"keepalive":{}}
+// (not inside an "event" field as StartResponse's ProcessEvent is).
 type watchEvent struct {
 	Start      *empty           `json:"start,omitempty"`
 	Filesystem *filesystemEvent `json:"filesystem,omitempty"`
 	Keepalive  *empty           `json:"keepalive,omitempty"`
-}
-
-type watchDirResponse struct {
-	Event watchEvent `json:"event"`
 }

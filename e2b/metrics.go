@@ -4,16 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"sandfs/ctl/msg"
+	sfs "sandfs/fs"
 	"sandfs/fs/client"
 )
 
@@ -37,88 +36,81 @@ const maxProcFile = 64 << 10
 // cpuSample is a guest's /proc/stat cpu line: busy and total jiffies.
 type cpuSample struct{ busy, total uint64 }
 
-// cpuSamples is each sandbox's last sample, so that a sample's cpuUsedPct
-// is over the time since the previous getMetrics (since boot the first
-// time), as envd's is over its own interval.
-type cpuSamples struct {
-	mu   sync.Mutex // guards last
-	last map[string]cpuSample
-}
-
-// swap records s as sandbox id's last sample and returns the one before.
-func (c *cpuSamples) swap(id string, s cpuSample) (cpuSample, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.last == nil {
-		c.last = map[string]cpuSample{}
-	}
-	prev, ok := c.last[id]
-	c.last[id] = s
-	return prev, ok
-}
-
-func (c *cpuSamples) drop(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.last, id)
-}
-
-// metrics is GET /sandboxes/{id}/metrics: one sample of the running
-// guest, from its own /proc (sandboxes/<id>/fs/proc/stat and meminfo)
-// and its status's cpus; a paused sandbox has none (an empty list).
+// metrics is GET /sandboxes/{id}/metrics?start=S&end=E: the samples
+// the adapter has of the sandbox (samples.go) within [S, E], after
+// taking a new one when it is running: from the guest's own /proc
+// (sandboxes/<id>/fs/proc/stat and meminfo), statfs of its root
+// (sandboxes/<id>/fs, the agent's answer) and its status's cpus.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	cl, ok := s.begin(w, r, true)
 	if !ok {
+		return
+	}
+	start, end, ok := metricsRange(r.URL.Query())
+	if !ok {
+		writeError(w, http.StatusBadRequest, "metrics: start and end are unix seconds, start not after end")
 		return
 	}
 	id := cl.rec.ID
 	st, err := readStatus(cl.c, id)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) {
-			s.cpu.drop(id)
+			s.samples.drop(id)
 		}
 		s.treeError(w, err)
 		return
 	}
-	if st.State != "running" {
-		writeJSON(w, http.StatusOK, []sandboxMetric{})
-		return
-	}
-	m := sandboxMetric{CPUCount: st.CPUs}
-	mem, err := readProc(cl.c, fsPath(id, "/proc/meminfo"))
-	if err == nil {
-		m.MemTotal, m.MemUsed, m.MemCache, err = parseMeminfo(mem)
-	}
-	var cpu cpuSample
-	if err == nil {
-		var b []byte
-		if b, err = readProc(cl.c, fsPath(id, "/proc/stat")); err == nil {
-			cpu, err = parseCPU(b)
+	if st.State == "running" {
+		if err := s.sample(cl.c, id, st.CPUs); err != nil {
+			s.treeError(w, err)
+			return
 		}
 	}
-	if err != nil {
-		s.treeError(w, err)
-		return
-	}
-	prev, _ := s.cpu.swap(id, cpu)
-	m.CPUUsedPct = cpuPct(prev, cpu)
-	m.Timestamp = time.Now().UTC()
-	m.TimestampUnix = m.Timestamp.Unix()
-	writeJSON(w, http.StatusOK, []sandboxMetric{m})
+	writeJSON(w, http.StatusOK, s.samples.between(id, start, end))
 }
 
-// readProc reads a guest /proc file of at most maxProcFile bytes.
-func readProc(c *client.Client, path string) ([]byte, error) {
-	f, err := c.Open(path, syscall.O_RDONLY)
+// sample takes one sample of running sandbox id and adds it to its
+// history.
+func (s *Server) sample(c *client.Client, id string, cpus int) error {
+	m := sandboxMetric{CPUCount: cpus}
+	mem, err := c.ReadFileMax(fsPath(id, "/proc/meminfo"), maxProcFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxProcFile+1))
-	if err == nil && len(b) > maxProcFile {
-		err = msg.Errorf(syscall.E2BIG, "metrics: %s over %d bytes", path, maxProcFile)
+	if m.MemTotal, m.MemUsed, m.MemCache, err = parseMeminfo(mem); err != nil {
+		return err
 	}
-	return b, err
+	b, err := c.ReadFileMax(fsPath(id, "/proc/stat"), maxProcFile)
+	if err != nil {
+		return err
+	}
+	cpu, err := parseCPU(b)
+	if err != nil {
+		return err
+	}
+	fst, err := c.StatFS("sandboxes/" + id + "/fs")
+	if err != nil {
+		return err
+	}
+	if m.DiskTotal, m.DiskUsed, err = diskFigures(fst); err != nil {
+		return err
+	}
+	m.Timestamp = time.Now().UTC()
+	m.TimestampUnix = unixSec(m.Timestamp)
+	s.samples.add(id, m, cpu) // sets CPUUsedPct
+	return nil
+}
+
+// diskFigures are the guest root's size and use in bytes, as df(1)
+// counts them (used: blocks less free ones), from its agent's statfs,
+// which is the guest's to say: checked, EIO when impossible.
+func diskFigures(st sfs.FSStat) (total, used int64, err error) {
+	if st.BlockSize < 512 || st.BlockSize > 1<<20 || st.Blocks > 1<<40 || st.BlocksFree > st.Blocks {
+		return 0, 0, msg.Errorf(syscall.EIO, "metrics: the guest's statfs is impossible (bsize %d, blocks %d, free %d)",
+			st.BlockSize, st.Blocks, st.BlocksFree)
+	}
+	bs := int64(st.BlockSize)
+	return int64(st.Blocks) * bs, int64(st.Blocks-st.BlocksFree) * bs, nil
 }
 
 // parseMeminfo reads /proc/meminfo (proc(5)): total, used (total less

@@ -131,14 +131,22 @@ func (s *Server) connectProc(ctx context.Context, req *connect.Request[connectRe
 	if p.pid, err = readPid(c, p.dir); err != nil {
 		return rpcError(err)
 	}
-	cfg, _ := c.ReadFile(p.dir + "config")
+	cfg, _ := c.ReadFileMax(p.dir+"config", maxConfig)
 	p.pty = strings.Contains("\n"+string(cfg), "\npty on\n")
 	return s.follow(ctx, c, sc, p, st)
 }
 
+// Bounds of the agent's process files the adapter reads whole (the
+// guest writes them, so they could be endless): a status or wait line,
+// and a config (its ctl messages, each at most 64 KiB in the agent).
+const (
+	maxStatus = 4 << 10
+	maxConfig = 1 << 20
+)
+
 // readPid reads the pid= of a process's status line.
 func readPid(c *client.Client, dir string) (uint32, error) {
-	b, err := c.ReadFile(dir + "status")
+	b, err := c.ReadFileMax(dir+"status", maxStatus)
 	if err != nil {
 		return 0, err
 	}
@@ -202,7 +210,7 @@ func (s *Server) findSlot(sc *sandboxCall, sel processSelector) (string, error) 
 				return e.Name, nil
 			}
 		case sel.Tag != nil:
-			b, _ := sc.c.ReadFile(dir + e.Name + "/config")
+			b, _ := sc.c.ReadFileMax(dir+e.Name+"/config", maxConfig)
 			if _, tag := parseConfig(string(b)); tag != nil && *tag == *sel.Tag {
 				return e.Name, nil
 			}

@@ -25,7 +25,7 @@ func (s *Server) listProcs(ctx context.Context, _ *connect.Request[empty]) (*con
 		if e.Name == "clone" {
 			continue
 		}
-		st, err := sc.c.ReadFile(dir + e.Name + "/status")
+		st, err := sc.c.ReadFileMax(dir+e.Name+"/status", maxStatus)
 		if err != nil || !strings.Contains(string(st), " running ") {
 			continue
 		}
@@ -33,7 +33,7 @@ func (s *Server) listProcs(ctx context.Context, _ *connect.Request[empty]) (*con
 		if err != nil {
 			continue
 		}
-		b, err := sc.c.ReadFile(dir + e.Name + "/config")
+		b, err := sc.c.ReadFileMax(dir+e.Name+"/config", maxConfig)
 		if err != nil {
 			continue
 		}

@@ -77,7 +77,7 @@ func (s *Server) follow(ctx context.Context, c *client.Client, sc *sandboxCall, 
 			return streamErr(ctx, err)
 		}
 	}
-	b, err := c.ReadFile(p.dir + "wait")
+	b, err := c.ReadFileMax(p.dir+"wait", maxStatus)
 	if err != nil {
 		return streamErr(ctx, err)
 	}

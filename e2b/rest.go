@@ -126,7 +126,7 @@ func ctlMsg(c *client.Client, path, errPath, m string) (string, error) {
 	// where the message ended, as the tree gives it.
 	if _, err := f.Write([]byte(m)); err != nil {
 		e := &client.Error{Op: "write " + path, Errno: msg.Errno(err)}
-		if b, rerr := c.ReadFile(errPath); rerr == nil {
+		if b, rerr := c.ReadFileMax(errPath, client.MaxErrText); rerr == nil {
 			e.Text = strings.TrimSpace(string(b))
 		}
 		return "", e
@@ -235,7 +235,8 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	}
 	s.reg.Delete(id)
 	s.ctxs.drop(id, "")
-	s.cpu.drop(id)
+	s.watchers.remove(id, "")
+	s.samples.drop(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -46,7 +46,9 @@ type Server struct {
 	// interp is the code interpreter's routes (E2b-Sandbox-Port 49999).
 	interp http.Handler
 	ctxs   interps
-	cpu    cpuSamples // getMetrics' last /proc/stat of each sandbox
+	// watchers are the polling watchers (watchers.go).
+	watchers watchers
+	samples  samples // getMetrics' samples of each sandbox (samples.go)
 
 	mu      sync.Mutex                // guards clients and down
 	clients map[string]*client.Client // by API key: the shared connection of unary calls

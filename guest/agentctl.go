@@ -22,6 +22,7 @@ type sysOps struct {
 	network     func(Config) error
 	addEntropy  func([]byte) error
 	workspace   func(port uint32) error
+	forget      func() error
 }
 
 func realSysOps(etcRoot string) sysOps {
@@ -31,6 +32,7 @@ func realSysOps(etcRoot string) sysOps {
 		network:     func(c Config) error { return Network(c, etcRoot) },
 		addEntropy:  AddEntropy,
 		workspace:   MountWorkspace,
+		forget:      ForgetWorkspace,
 	}
 }
 
@@ -84,7 +86,7 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 			return s.sys.addEntropy(b)
 		}},
 	{Name: "workspace", Usage: "workspace PORT", Min: 1, Max: 1,
-		Doc: "mount the sandbox's world, served by the host on vsock PORT, at /workspace (9p, trans=fd).",
+		Doc: "mount the sandbox's world at /workspace: over the VMM's virtio-9p device (tag sandfs-world) if there is one and it is free, else served by the host on vsock PORT (9p, trans=fd).",
 		Run: func(s *Server, a []string) error {
 			port, err := strconv.ParseUint(a[0], 10, 32)
 			if err != nil || port == 0 {
@@ -92,6 +94,9 @@ var agentVerbs = msg.Table[agentVerb, msg.Stateless]{
 			}
 			return s.sys.workspace(uint32(port))
 		}},
+	{Name: "forget", Usage: "forget", Min: 0, Max: 0,
+		Doc: "drop what the guest has cached of /workspace (names, attributes, pages; not those of files in use): the world changed under it.",
+		Run: func(s *Server, a []string) error { return s.sys.forget() }},
 	{Name: "dns", Usage: "dns IP...", Min: 1, Max: 8,
 		Doc: "write /etc/resolv.conf with these name servers.",
 		Run: func(s *Server, a []string) error {

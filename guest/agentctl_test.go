@@ -33,15 +33,19 @@ func TestAgentCtl(t *testing.T) {
 			return nil
 		},
 		workspace: func(port uint32) error { got = append(got, "workspace "+strconv.Itoa(int(port))); return nil },
+		forget:    func() error { got = append(got, "forget"); return nil },
 	}
 	_, root := ts.dial()
 	ctl := openFile(t, root, "ctl", p9.ReadWrite)
-	for _, m := range []string{"time 1700000000000000001", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2", "dns 1.1.1.1 9.9.9.9", "workspace 565"} {
+	for _, m := range []string{"time 1700000000000000001", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2", "dns 1.1.1.1 9.9.9.9", "workspace 565", "forget"} {
 		mustWrite(t, ctl, m)
 	}
-	want := []string{"clock 2023-11-14T22:13:20.000000001Z", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2 ", "net  - <nil> 1.1.1.1,9.9.9.9", "workspace 565"}
+	want := []string{"clock 2023-11-14T22:13:20.000000001Z", "hostname box2", "net eth0 10.0.2.16/24 10.0.2.2 ", "net  - <nil> 1.1.1.1,9.9.9.9", "workspace 565", "forget"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("applied %q, want %q", got, want)
+	}
+	if err := write(ctl, "forget now"); !errors.Is(err, linux.EINVAL) {
+		t.Errorf("forget now: %v", err)
 	}
 	if err := write(ctl, "workspace 0"); !errors.Is(err, linux.EINVAL) {
 		t.Errorf("workspace 0: %v", err)
@@ -61,7 +65,7 @@ func TestAgentCtl(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name)
 	}
-	if strings.Join(names, " ") != "ctl err fs procs" {
+	if strings.Join(names, " ") != "ctl err fs procs watch" {
 		t.Errorf("root = %v", names)
 	}
 }

@@ -34,6 +34,9 @@
 //	procs/<n>/err        read: text of the last failed ctl write, or empty
 //	procs/<n>/config     read: the ctl messages that set it up, one per line, ending
 //	                     with its start line (replayable into a new clone; E2B List)
+//	watch                each open is one inotify watch: write 'watch PATH [recursive]';
+//	                     read: blocking stream of event lines, "create a.txt",
+//	                     "write sub/b", "remove 'c d'", "overflow" (watch.go)
 //
 // Agent ctl verbs (agentVerbs), for after a snapshot restore or clone:
 //

@@ -14,11 +14,13 @@ import (
 //	err      agentErrFile  text of the last failed ctl write
 //	fs/      fsDir         the guest's file system (fsTree)
 //	procs/   procsDir      processes
+//	watch    watchFile     each open: one inotify watch of a directory
 var rootTable = sfs.Table[*Server]{
 	{Name: "ctl", Mode: 0o600, New: func(s *Server, m iofs.FileMode) sfs.Node { return &agentCtlFile{s: s, mode: m} }},
 	{Name: "err", Mode: 0o444, New: func(s *Server, m iofs.FileMode) sfs.Node { return &agentErrFile{s: s, mode: m} }},
 	{Name: "fs", Mode: iofs.ModeDir | 0o755, New: func(s *Server, _ iofs.FileMode) sfs.Node { return s.fs.rootNode() }},
 	{Name: "procs", Mode: iofs.ModeDir | 0o555, New: func(s *Server, m iofs.FileMode) sfs.Node { return &procsDir{s: s, mode: m} }},
+	{Name: "watch", Mode: 0o600, New: func(s *Server, m iofs.FileMode) sfs.Node { return &watchFile{s: s, mode: m} }},
 }
 
 // bootTime is when the agent started, shown by ctl and as the time of the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sandfs/ctl/cred"
@@ -41,7 +42,9 @@ type Server struct {
 	tree  *ninep.Server
 
 	mu      sync.Mutex // guards errText
-	errText string     // last failed /ctl write, served by /err
+	errText string     // last failed /ctl or watch write, served by /err
+
+	watches atomic.Int32 // open watches (watch.go), at most maxWatches
 }
 
 // NewServer returns a server whose fs/ is the directory root.

@@ -23,8 +23,10 @@ const (
 	egressMapDeny4    = "deny4"
 	egressMapDeny6    = "deny6"
 	egressMapEvents   = "events"
+	egressMapFlows    = "flows"
 	egressMapLimit    = "limit"
 	egressProgEgress  = "egress"
+	egressProgReply   = "reply"
 )
 
 // loadEgress returns the embedded CollectionSpec for egress.
@@ -70,6 +72,7 @@ type egressSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type egressProgramSpecs struct {
 	Egress *ebpf.ProgramSpec `ebpf:"egress"`
+	Reply  *ebpf.ProgramSpec `ebpf:"reply"`
 }
 
 // egressMapSpecs contains maps before they are loaded into the kernel.
@@ -83,6 +86,7 @@ type egressMapSpecs struct {
 	Deny4    *ebpf.MapSpec `ebpf:"deny4"`
 	Deny6    *ebpf.MapSpec `ebpf:"deny6"`
 	Events   *ebpf.MapSpec `ebpf:"events"`
+	Flows    *ebpf.MapSpec `ebpf:"flows"`
 	Limit    *ebpf.MapSpec `ebpf:"limit"`
 }
 
@@ -119,6 +123,7 @@ type egressMaps struct {
 	Deny4    *ebpf.Map `ebpf:"deny4"`
 	Deny6    *ebpf.Map `ebpf:"deny6"`
 	Events   *ebpf.Map `ebpf:"events"`
+	Flows    *ebpf.Map `ebpf:"flows"`
 	Limit    *ebpf.Map `ebpf:"limit"`
 }
 
@@ -131,6 +136,7 @@ func (m *egressMaps) Close() error {
 		m.Deny4,
 		m.Deny6,
 		m.Events,
+		m.Flows,
 		m.Limit,
 	)
 }
@@ -146,11 +152,13 @@ type egressVariables struct {
 // It can be passed to loadEgressObjects or ebpf.CollectionSpec.LoadAndAssign.
 type egressPrograms struct {
 	Egress *ebpf.Program `ebpf:"egress"`
+	Reply  *ebpf.Program `ebpf:"reply"`
 }
 
 func (p *egressPrograms) Close() error {
 	return _EgressClose(
 		p.Egress,
+		p.Reply,
 	)
 }
 

@@ -90,7 +90,7 @@ const idleEvery = time.Second
 // CountLost) when a flood has ended. One reader at a time.
 func (f *Filter) ReadEvents(fn func(Event), idle func()) error {
 	f.mu.Lock()
-	if f.objs.Events == nil {
+	if f.closed {
 		f.mu.Unlock()
 		return msg.Errorf(unix.EBADF, "netpolicy: events: filter closed")
 	}
@@ -101,9 +101,7 @@ func (f *Filter) ReadEvents(fn func(Event), idle func()) error {
 	}
 	f.events = rd
 	f.mu.Unlock()
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	boot := time.Now().Add(-time.Duration(ts.Nano()))
+	boot := monoBoot()
 	for {
 		rd.SetDeadline(time.Now().Add(idleEvery))
 		rec, err := rd.Read()

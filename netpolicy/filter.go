@@ -28,6 +28,7 @@ const (
 	CountOther                     // other ethertypes and malformed headers, dropped
 	CountLost                      // audit events the full ring buffer did not take
 	CountSuppressed                // audit events over the rate limit, not sent
+	CountUntracked                 // allowed TCP connections the full flows map did not take
 	countMax
 )
 
@@ -54,6 +55,7 @@ type Filter struct {
 	h      *netlink.Handle
 	link   int             // attached ifindex, 0 if none
 	events *ringbuf.Reader // ReadEvents' reader, nil none
+	closed bool            // Close or Release called: the maps' descriptors are closed
 }
 
 // Load loads the program and empty maps (default deny) into the kernel.
@@ -67,8 +69,9 @@ func Load() (*Filter, error) {
 
 // Attach puts the program on the ingress of link ifindex (the host side
 // of a tap or veth: the guest's egress) through h: a clsact qdisc and a
-// direct-action BPF filter. A link that has a clsact qdisc already is
-// refused (EEXIST): Close removes the qdisc, so it must be ours.
+// direct-action BPF filter, and its reply counter (bpf/flow.h) on the
+// link's egress. A link that has a clsact qdisc already is refused
+// (EEXIST): Close removes the qdisc, so it must be ours.
 func (f *Filter) Attach(h *netlink.Handle, ifindex int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -79,10 +82,11 @@ func (f *Filter) Attach(h *netlink.Handle, ifindex int) error {
 	if err := h.QdiscAdd(q); err != nil {
 		return msg.Errorf(msg.Errno(err), "netpolicy: attach: add clsact to link %d: %v", ifindex, err)
 	}
-	flt := f.bpfFilter(ifindex)
-	if err := h.FilterAdd(flt); err != nil {
-		err = msg.Errorf(msg.Errno(err), "netpolicy: attach: add filter to link %d: %v", ifindex, err)
-		return errors.Join(err, h.QdiscDel(q))
+	for _, flt := range f.bpfFilters(ifindex) {
+		if err := h.FilterAdd(flt); err != nil {
+			err = msg.Errorf(msg.Errno(err), "netpolicy: attach: add filter to link %d: %v", ifindex, err)
+			return errors.Join(err, h.QdiscDel(q))
+		}
 	}
 	f.h, f.link = h, ifindex
 	return nil
@@ -91,8 +95,9 @@ func (f *Filter) Attach(h *netlink.Handle, ifindex int) error {
 // Take puts the program on link ifindex in place of the filter attached
 // there (a previous daemon's Filter, whose maps go on enforcing the
 // policy they hold until then): one netlink replace of filter
-// sandfs-netpolicy, so no packet passes unjudged. A link without a
-// clsact qdisc gets one, as in Attach.
+// sandfs-netpolicy, so no packet passes unjudged (then the reply
+// counter's, added if the old one had none). A link without a clsact
+// qdisc gets one, as in Attach.
 func (f *Filter) Take(h *netlink.Handle, ifindex int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -102,27 +107,33 @@ func (f *Filter) Take(h *netlink.Handle, ifindex int) error {
 	if err := h.QdiscAdd(clsact(ifindex)); err != nil && !errors.Is(err, unix.EEXIST) {
 		return msg.Errorf(msg.Errno(err), "netpolicy: take: add clsact to link %d: %v", ifindex, err)
 	}
-	if err := h.FilterReplace(f.bpfFilter(ifindex)); err != nil {
-		return msg.Errorf(msg.Errno(err), "netpolicy: take: replace filter on link %d: %v", ifindex, err)
+	for _, flt := range f.bpfFilters(ifindex) {
+		if err := h.FilterReplace(flt); err != nil {
+			return msg.Errorf(msg.Errno(err), "netpolicy: take: replace filter on link %d: %v", ifindex, err)
+		}
 	}
 	f.h, f.link = h, ifindex
 	return nil
 }
 
-// bpfFilter is the program's tc filter on the ingress of ifindex.
-func (f *Filter) bpfFilter(ifindex int) *netlink.BpfFilter {
-	return &netlink.BpfFilter{
-		FilterAttrs: netlink.FilterAttrs{
-			LinkIndex: ifindex,
-			Parent:    netlink.HANDLE_MIN_INGRESS,
-			Handle:    netlink.MakeHandle(0, 1),
-			Protocol:  unix.ETH_P_ALL,
-			Priority:  1,
-		},
-		Fd:           f.objs.Egress.FD(),
-		Name:         filterName,
-		DirectAction: true,
+// bpfFilters are the program's tc filters on ifindex: the policy on
+// its ingress first, then the reply counter on its egress.
+func (f *Filter) bpfFilters(ifindex int) []*netlink.BpfFilter {
+	flt := func(parent uint32, fd int) *netlink.BpfFilter {
+		return &netlink.BpfFilter{
+			FilterAttrs: netlink.FilterAttrs{
+				LinkIndex: ifindex,
+				Parent:    parent,
+				Handle:    netlink.MakeHandle(0, 1),
+				Protocol:  unix.ETH_P_ALL,
+				Priority:  1,
+			},
+			Fd:           fd,
+			Name:         filterName,
+			DirectAction: true,
+		}
 	}
+	return []*netlink.BpfFilter{flt(netlink.HANDLE_MIN_INGRESS, f.objs.Egress.FD()), flt(netlink.HANDLE_MIN_EGRESS, f.objs.Reply.FD())}
 }
 
 func clsact(ifindex int) *netlink.GenericQdisc {
@@ -143,6 +154,7 @@ func (f *Filter) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closeEvents()
+	f.closed = true
 	var err error
 	if f.link != 0 {
 		if e := f.h.QdiscDel(clsact(f.link)); e != nil && !errors.Is(e, unix.ENODEV) && !errors.Is(e, unix.ENOENT) && !errors.Is(e, unix.EINVAL) {
@@ -239,6 +251,7 @@ func (f *Filter) Release() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closeEvents()
+	f.closed = true
 	f.link = 0
 	return f.objs.Close()
 }

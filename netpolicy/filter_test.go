@@ -2,9 +2,14 @@ package netpolicy
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"sandfs/ctl/msg"
 )
 
 func mustParse(t testing.TB, text string) *Policy {
@@ -91,8 +96,16 @@ func TestClose(t *testing.T) {
 		t.Fatalf("attached: %d ingress filters; want 1", len(flt))
 	}
 	tp.wantTCP(t, "10.99.2.1", false)
-	must(t, tp.f.Close())
+	f := tp.f
+	must(t, f.Close())
 	tp.f = nil
+	// The maps are closed: the readers say so (EBADF), not a kernel error.
+	if _, err := f.EndedFlows(time.Second, true); msg.Errno(err) != unix.EBADF || !strings.Contains(err.Error(), "filter closed") {
+		t.Errorf("EndedFlows after Close: %v; want EBADF, filter closed", err)
+	}
+	if err := f.ReadEvents(func(Event) {}, nil); msg.Errno(err) != unix.EBADF || !strings.Contains(err.Error(), "filter closed") {
+		t.Errorf("ReadEvents after Close: %v; want EBADF, filter closed", err)
+	}
 	qs, err := tp.hh.QdiscList(tp.h0)
 	must(t, err)
 	for _, q := range qs {
@@ -122,7 +135,7 @@ func TestAttachTwice(t *testing.T) {
 
 // TestSpecMatchesGo pins the C side's sizes to the Go constants: the
 // counters map has one slot per Counter, each trie holds RulesMax rules
-// per generation.
+// per generation, flows' entries, keys and values are Go's.
 func TestSpecMatchesGo(t *testing.T) {
 	spec, err := loadEgress()
 	must(t, err)
@@ -133,6 +146,9 @@ func TestSpecMatchesGo(t *testing.T) {
 		if n := spec.Maps[m].MaxEntries; n != 2*RulesMax {
 			t.Errorf("%s: %d entries; want 2*RulesMax %d (two generations)", m, n, 2*RulesMax)
 		}
+	}
+	if fl := spec.Maps["flows"]; fl.MaxEntries != FlowsMax || fl.KeySize != flowKeySize || fl.ValueSize != flowValueSize {
+		t.Errorf("flows: %d entries, key %d, value %d bytes; Go has %d, %d, %d", fl.MaxEntries, fl.KeySize, fl.ValueSize, FlowsMax, flowKeySize, flowValueSize)
 	}
 }
 

@@ -56,6 +56,7 @@ type vcpu struct {
 	events chan event
 	exited chan struct{} // closed when the goroutine has returned
 	cpuid  []kvm.CPUIDEntry
+	exits  atomic.Uint64 // KVM_RUN returns with an exit to handle (logged at pause)
 }
 
 // setup gives a fresh vCPU its CPUID, MSRs, FPU and LAPIC; the boot CPU
@@ -190,6 +191,7 @@ func (c *vcpu) loop(paused bool) {
 			c.m.end(ExitError, fmt.Errorf("vcpu %d: %w", c.id, err))
 			return
 		}
+		c.exits.Add(1)
 		if !c.exit() {
 			return
 		}
@@ -206,6 +208,7 @@ func (c *vcpu) drain() bool {
 			switch ev.kind {
 			case evPause:
 				_ = c.k.KVMClockCtrl() // EINVAL without kvmclock: fine
+				c.logPaused()
 				ev.reply <- reply{}
 				if !c.parked() {
 					return false
@@ -287,6 +290,19 @@ func (c *vcpu) exit() bool {
 	default:
 		return true
 	}
+}
+
+// logPaused logs where the vCPU was when it paused and how many exits
+// it has had: a guest that stalls says whether it was spinning, idle with
+// interrupts on (waiting for one that never came), or not exiting at all.
+func (c *vcpu) logPaused() {
+	r, err := c.k.GetRegs()
+	if err != nil {
+		slog.Warn("vcpu: paused; registers unreadable", "vcpu", c.id, "exits", c.exits.Load(), "err", err)
+		return
+	}
+	slog.Info("vcpu: paused", "vcpu", c.id, "rip", fmt.Sprintf("%#x", r.RIP),
+		"rflags", fmt.Sprintf("%#x", r.RFLAGS), "exits", c.exits.Load())
 }
 
 // logTripleFault logs the vCPU's state at a triple fault

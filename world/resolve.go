@@ -109,20 +109,29 @@ func (w *World) resolve(path string) (loc, error) {
 
 // ino is the stable inode number the union shows for l: the lower's
 // where the entry comes from the lower (merged directories and copied-up
-// files too), else the upper's with the top bit set, so the two layers'
-// numbers never meet.
+// files too), else the upper's with bit 62 set, so the two layers'
+// numbers never meet. Not bit 63: fs/ninep clears that one in a node's
+// number (it marks the QID paths the server makes itself), and a guest
+// mounting /workspace cache=loose takes two files with one QID path for
+// one inode: an upper-only file whose upper inode number equals a lower
+// file's (the layers on two file systems) would show that file's
+// attributes and pages. Both bits are cleared in the layers' own
+// numbers, which no file system the daemon runs on comes near.
 func (w *World) ino(l *loc) uint64 {
-	const upperBit = 1 << 63
+	const (
+		upperBit  = 1 << 62
+		layerMask = 1<<63 | upperBit
+	)
 	switch {
 	case l.low:
-		return l.ls.Ino &^ upperBit
+		return l.ls.Ino &^ layerMask
 	case w.mode == UnsafeRW:
-		return l.us.Ino
+		return l.us.Ino &^ (1 << 63)
 	}
 	if lo, ok := w.meta.lowerIno(l.us.Ino); ok {
-		return lo &^ upperBit
+		return lo &^ layerMask
 	}
-	return l.us.Ino | upperBit
+	return l.us.Ino&^layerMask | upperBit
 }
 
 // readNames lists the names in the directory open on fd.

@@ -202,7 +202,7 @@ func (f *File) Close() error { return f.f.Close() }
 func (c *Client) explain(op string, en syscall.Errno, errPath string) error {
 	e := &Error{Op: op, Errno: en}
 	if errPath != "" {
-		if b, err := c.ReadFile(errPath); err == nil {
+		if b, err := c.ReadFileMax(errPath, MaxErrText); err == nil {
 			e.Text = strings.TrimSpace(string(b))
 		}
 	}
@@ -217,6 +217,26 @@ func (c *Client) ReadFile(path string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(f)
+}
+
+// MaxErrText bounds the read of an err file for an error's text.
+const MaxErrText = 64 << 10
+
+// ReadFileMax reads a whole file of at most max bytes; a longer one is
+// E2BIG ("read PATH: over MAX bytes"), after reading max+1 bytes of it.
+// For files whose writer is not trusted (a guest's), which could
+// otherwise be endless.
+func (c *Client) ReadFileMax(path string, max int) ([]byte, error) {
+	f, err := c.Open(path, syscall.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err == nil && len(b) > max {
+		return nil, &Error{Op: "read " + path, Errno: syscall.E2BIG, Text: fmt.Sprintf("read %s: over %d bytes", path, max)}
+	}
+	return b, err
 }
 
 // WriteMsg opens path for writing, writes msg as one message and closes

@@ -61,6 +61,23 @@ func (c *Client) StatAttr(path string) (Attr, error) {
 	}, nil
 }
 
+// StatFS describes the file system path is on (Tstatfs): for a path
+// under sandboxes/<id>/fs/, the guest's own, as its agent says (the
+// numbers are the guest's, unchecked: bound them before computing).
+func (c *Client) StatFS(path string) (sfs.FSStat, error) {
+	_, f, err := c.root.Walk(sfs.SplitPath(path))
+	if err != nil {
+		return sfs.FSStat{}, &Error{Op: "statfs " + path, Errno: errno(err)}
+	}
+	defer f.Close()
+	st, err := f.StatFS()
+	if err != nil {
+		return sfs.FSStat{}, &Error{Op: "statfs " + path, Errno: errno(err)}
+	}
+	return sfs.FSStat{Type: st.Type, BlockSize: st.BlockSize, Blocks: st.Blocks, BlocksFree: st.BlocksFree,
+		BlocksAv: st.BlocksAvailable, Files: st.Files, FilesFree: st.FilesFree, FSID: st.FSID, NameLength: st.NameLength}, nil
+}
+
 // inParent walks to path's directory and runs fn on it with path's last
 // name; op names the request in errors.
 func (c *Client) inParent(op, p string, fn func(dir p9.File, name string) error) error {

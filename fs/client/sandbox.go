@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	cmsg "sandfs/ctl/msg"
 )
 
 // NewOptions are the keys of a `new` message; zero values are left out
@@ -15,23 +17,36 @@ type NewOptions struct {
 	Template string
 	Mem      string // e.g. 512M
 	CPUs     int
+	From     string // a snapshot to restore (then no Template, Mem, CPUs)
+	World    string // a world to mount at /workspace
+	Net      string // egress policy: deny, allow, or rules separated by ';'
+	Group    string // a named group to join
+	Timeout  string // e.g. 5m; "" for none
+}
+
+// message is o as a `new` message for /ctl.
+func (o NewOptions) message() string {
+	m := "new"
+	if o.Name != "" {
+		m += " " + cmsg.Quote(o.Name)
+	}
+	for _, kv := range []struct{ k, v string }{
+		{"template", o.Template}, {"mem", o.Mem}, {"from", o.From}, {"world", o.World},
+		{"net", o.Net}, {"group", o.Group}, {"timeout", o.Timeout},
+	} {
+		if kv.v != "" {
+			m += " " + cmsg.Quote(kv.k+"="+kv.v)
+		}
+	}
+	if o.CPUs != 0 {
+		m += " cpus=" + strconv.Itoa(o.CPUs)
+	}
+	return m
 }
 
 // New creates and starts a sandbox (`new` on /ctl) and returns its id.
 func (c *Client) New(o NewOptions) (string, error) {
-	msg := "new"
-	if o.Name != "" {
-		msg += " " + o.Name
-	}
-	if o.Template != "" {
-		msg += " template=" + o.Template
-	}
-	if o.Mem != "" {
-		msg += " mem=" + o.Mem
-	}
-	if o.CPUs != 0 {
-		msg += " cpus=" + strconv.Itoa(o.CPUs)
-	}
+	msg := o.message()
 	f, err := c.Open("ctl", syscall.O_RDWR)
 	if err != nil {
 		return "", err

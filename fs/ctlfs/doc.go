@@ -14,6 +14,7 @@
 //	/sandboxes/<id>/exec          execFile       write: a shell command; read: its output until it exits
 //	/sandboxes/<id>/execstatus    execStatusFile status line of the last exec (procs/<n>/status)
 //	/sandboxes/<id>/procs/, fs/   ninep.Remote   the guest agent's tree, bound (guest.go)
+//	/sandboxes/<id>/watch         watchFile      each open: one inotify watch in the guest (the agent's watch)
 //	/sandboxes/<id>/console       consoleFile    the VMM's serial log, read-only
 //	/sandboxes/<id>/snapshots/    snapshotsDir   the snapshots taken of it (same nodes as /snapshots/<snap>/)
 //	/snapshots/                   snapshotsDir   every snapshot; it outlives its sandbox

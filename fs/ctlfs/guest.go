@@ -89,7 +89,7 @@ func newGuestLink(sb *ctl.Sandbox) *guestLink {
 		OpTimeout:   GuestOpTimeout,
 		Private:     isStream,
 		Messages:    isCtl,
-		Once:        func(p string) bool { return p == "procs/clone" },
+		Once:        func(p string) bool { return p == "procs/clone" || p == agentWatch },
 		Check:       g.checkRunning,
 		Fail:        sb.Fail,
 		Refused:     g.refused,
@@ -116,8 +116,11 @@ func newGuestBind(sb *ctl.Sandbox, name string, mode iofs.FileMode) sfs.Node {
 }
 
 // isStream reports whether the agent's file at path is a blocking one
-// (procs/<n>/stdout, stderr, wait), which gets a private session.
+// (procs/<n>/stdout, stderr, wait; watch), which gets a private session.
 func isStream(path string) bool {
+	if path == agentWatch {
+		return true
+	}
 	names := strings.Split(path, "/")
 	if len(names) != 3 || names[0] != "procs" {
 		return false
@@ -130,10 +133,10 @@ func isStream(path string) bool {
 }
 
 // isCtl reports whether the agent's file at path is a ctl file
-// (procs/clone, procs/<n>/ctl), whose writes are answered at once.
+// (procs/clone, procs/<n>/ctl; watch), whose writes are answered at once.
 func isCtl(path string) bool {
 	names := strings.Split(path, "/")
-	return path == "procs/clone" || (len(names) == 3 && names[0] == "procs" && names[2] == "ctl")
+	return path == "procs/clone" || path == agentWatch || (len(names) == 3 && names[0] == "procs" && names[2] == "ctl")
 }
 
 // dialRetry dials the agent, retrying while the VMM refuses the
@@ -194,6 +197,9 @@ func (g *guestLink) refused(ctx context.Context, op, path string, h sfs.Handle, 
 			if text == "" {
 				text = en.Error()
 			}
+		}
+		if path == agentWatch {
+			text, _ = g.readLine(ctx, "err", 4096) // the agent's text of the refused watch message
 		}
 	}
 	e := ctl.GuestError(en, where, text)

@@ -23,6 +23,7 @@ var sandboxTable = sfs.Table[*ctl.Sandbox]{
 	{Name: "execstatus", Mode: 0o400, New: execStatusFile},
 	{Name: "procs", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return newGuestBind(s, "procs", m) }},
 	{Name: "fs", Mode: iofs.ModeDir | 0o700, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return newGuestBind(s, "fs", m) }},
+	{Name: "watch", Mode: 0o600, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &watchFile{sb: s, mode: m} }},
 	{Name: "console", Mode: 0o400, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &consoleFile{sb: s, mode: m} }},
 	{Name: "snapshots", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &snapshotsDir{plane: s.Plane(), sb: s, mode: m} }},
 	{Name: "worlds", Mode: iofs.ModeDir | 0o500, New: func(s *ctl.Sandbox, m iofs.FileMode) sfs.Node { return &worldsDir{p: s.Plane(), sb: s, mode: m} }},

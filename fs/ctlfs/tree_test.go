@@ -182,7 +182,7 @@ var checks = map[string]func(t *testing.T, tg target){
 			t.Errorf("readdir sandboxes = %v, %v; want box1", got, err)
 		}
 		got, err = tg.readDir("sandboxes/box1")
-		if want := []string{"ctl", "status", "err", "wait", "exec", "execstatus", "procs", "fs", "console", "snapshots", "worlds", "net"}; err != nil || !sameNames(got, want) {
+		if want := []string{"ctl", "status", "err", "wait", "exec", "execstatus", "procs", "fs", "watch", "console", "snapshots", "worlds", "net"}; err != nil || !sameNames(got, want) {
 			t.Errorf("readdir sandboxes/box1 = %v, %v; want %v", got, err, want)
 		}
 		st, err := readFile(tg, "sandboxes/box1/status")

@@ -8,7 +8,6 @@ import (
 	"path"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
@@ -38,25 +37,31 @@ type conn struct {
 	release  func()      // gives back the listener's slot for an unattached connection
 
 	mu        sync.Mutex
-	lastAname string                               // aname of the latest Tattach; protected by mu
-	fidPaths  map[uint32]string                    // fid -> tree path, of fids p9 holds; protected by mu
-	attaches  map[uint16]uint32                    // tag -> fid of a Tattach in progress; protected by mu
-	walks     map[uint16]pendingWalk               // tag -> a Twalk in progress; protected by mu
-	readFids  map[uint16]uint32                    // tag -> fid of a Tread in progress; protected by mu
-	blocked   map[string]map[*blockedRead]struct{} // path -> reads in progress; protected by mu
-	// A Tread (or Twrite) between its frame and its handler's startRead,
-	// by tag: its path, and whether a flush or clunk came meanwhile (the
-	// read is then interrupted as soon as it starts). p9 hands a request
-	// to its handler on another goroutine, so a clunk right after a read
-	// can be seen before that read has registered. Protected by mu.
-	unstarted map[uint16]*unstartedRead
+	lastAname string                 // aname of the latest Tattach; protected by mu
+	fidPaths  map[uint32]string      // fid -> tree path, of fids p9 holds; protected by mu
+	attaches  map[uint16]uint32      // tag -> fid of a Tattach in progress; protected by mu
+	walks     map[uint16]pendingWalk // tag -> a Twalk in progress; protected by mu
+	// reads are the Treads and Twrites between their frame and their
+	// reply, by tag (inflight). Protected by mu.
+	reads map[uint16]*inflight
+	// xattrFids are the fids a Txattrcreate turned into an xattr being
+	// written: p9 checks and uses their Twrites' offsets itself, so
+	// those frames keep theirs. Protected by mu.
+	xattrFids map[uint32]bool
 	flushes   flushOrder // Rflush after the flushed request's reply (flushorder.go); protected by mu
 }
 
-// unstartedRead is a read seen on the wire whose handler has not started.
-type unstartedRead struct {
-	path string
-	owed bool // interrupt it when it starts
+// inflight is one Tread or Twrite from its frame to its reply. p9 gives
+// the handler (ReadAt, WriteAt) no tag, so the frame p9 decodes carries
+// the tag in place of the offset (tagOffset) and the handler takes the
+// client's offset back from here (begin): a flush or clunk so reaches
+// exactly its request, begun or not, never another read of the same file.
+type inflight struct {
+	fid    uint32
+	off    int64              // the offset the client sent
+	begun  bool               // its handler has taken it (begin)
+	cancel context.CancelFunc // ends a begun read's context; nil for a write that runs to its end
+	owed   bool               // flushed or its fid clunked before it began: it begins interrupted
 }
 
 // pendingWalk is a Twalk between request and reply: the fid it creates
@@ -65,9 +70,6 @@ type pendingWalk struct {
 	newfid uint32
 	path   string
 }
-
-// blockedRead is one ReadAt in progress.
-type blockedRead struct{ cancel context.CancelFunc }
 
 // newConn returns the state of connection c, whose client is who.
 // release, if not nil, gives back c's admission slot; it is called at the
@@ -86,9 +88,8 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, who cred.
 		fidPaths:  map[uint32]string{},
 		attaches:  map[uint16]uint32{},
 		walks:     map[uint16]pendingWalk{},
-		readFids:  map[uint16]uint32{},
-		blocked:   map[string]map[*blockedRead]struct{}{},
-		unstarted: map[uint16]*unstartedRead{},
+		reads:     map[uint16]*inflight{},
+		xattrFids: map[uint32]bool{},
 		flushes:   newFlushOrder(),
 	}
 	cn.ctx, cn.cancel = context.WithCancel(cred.With(ctx, who))
@@ -141,92 +142,53 @@ func (c *conn) Attach() (p9.File, error) {
 	return &gate{c: c, root: root}, nil
 }
 
-// startRead registers a read on tree path p and returns its context, which
-// ends when the connection ends or the client flushes or clunks the read.
-func (c *conn) startRead(p string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(c.ctx)
-	b := &blockedRead{cancel: cancel}
+// Offsets that stand for a tag in the frames p9 decodes (inflight):
+// negative as int64, so no handler that missed the exchange could take
+// one for a place in a file.
+const (
+	offsetTag    = uint64(1) << 63
+	offsetTagBad = offsetTag | 1<<16 // a frame whose tag was in use: its handler refuses it
+)
+
+// begin is the start of a Tread's or Twrite's handler, which p9 gave
+// off (tagOffset): it returns the client's offset and the request's
+// context, which, for an interruptible request, ends when the client
+// flushes the request or clunks its fid (at once if that came before
+// the handler began) or the connection ends; done releases it. EINVAL
+// for an offset that names no request in flight (a tag the client
+// reused before its reply).
+func (c *conn) begin(off int64, interruptible bool) (ctx context.Context, clientOff int64, done func(), err error) {
+	u := uint64(off)
 	c.mu.Lock()
-	if c.claimUnstartedLocked(p) {
-		c.cancelLaterLocked(p, []*blockedRead{b})
+	defer c.mu.Unlock()
+	r := c.reads[uint16(u)]
+	if u&^0xffff != offsetTag || r == nil || r.begun {
+		return nil, 0, nil, linux.EINVAL
 	}
-	m := c.blocked[p]
-	if m == nil {
-		m = map[*blockedRead]struct{}{}
-		c.blocked[p] = m
+	r.begun = true
+	if !interruptible {
+		return c.ctx, r.off, func() {}, nil
 	}
-	m[b] = struct{}{}
-	c.mu.Unlock()
-	return ctx, func() {
-		c.mu.Lock()
-		delete(m, b)
-		if len(m) == 0 && c.blocked[p] != nil && len(c.blocked[p]) == 0 {
-			delete(c.blocked, p)
-		}
-		c.mu.Unlock()
+	ctx, cancel := context.WithCancel(c.ctx)
+	if r.owed {
+		c.srv.log.Debug("9p: request interrupted before it began", "remote", c.remote)
 		cancel()
 	}
+	r.cancel = cancel
+	return ctx, r.off, cancel, nil
 }
 
-// interruptGrace is how long a read may still be running after its fid
-// was flushed or clunked before it is cancelled: ordinary reads of the
-// same path by other fids finish well within it, blocked ones do not.
-const interruptGrace = 20 * time.Millisecond
-
-// claimUnstartedLocked takes back the note of one seen read of path p
-// whose handler is now starting, one that was interrupted before it
-// started first, and says whether it was. Called with c.mu held.
-func (c *conn) claimUnstartedLocked(p string) (owed bool) {
-	var tag uint16
-	found := false
-	for t, u := range c.unstarted {
-		if u.path == p && (!found || u.owed) {
-			tag, found = t, true
-			if u.owed {
-				break
-			}
-		}
-	}
-	if !found {
-		return false
-	}
-	owed = c.unstarted[tag].owed
-	delete(c.unstarted, tag)
-	return owed
-}
-
-// interruptLocked ends the reads of tree path p that are still in
-// progress after interruptGrace, those not yet started included. Called
-// with c.mu held.
-func (c *conn) interruptLocked(p string) {
-	for _, u := range c.unstarted {
-		if u.path == p {
-			u.owed = true
-		}
-	}
-	var reads []*blockedRead
-	for b := range c.blocked[p] {
-		reads = append(reads, b)
-	}
-	c.cancelLaterLocked(p, reads)
-}
-
-// cancelLaterLocked cancels those of reads of path p still in progress
-// after interruptGrace. Called with c.mu held.
-func (c *conn) cancelLaterLocked(p string, reads []*blockedRead) {
-	if len(reads) == 0 {
+// interruptLocked ends request r: at once if its handler has begun,
+// else as it begins. Called with c.mu held.
+func (c *conn) interruptLocked(r *inflight) {
+	if !r.begun {
+		r.owed = true
 		return
 	}
-	time.AfterFunc(interruptGrace, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, b := range reads {
-			if _, ok := c.blocked[p][b]; ok {
-				c.srv.log.Debug("9p: read interrupted", "path", p, "remote", c.remote)
-				b.cancel()
-			}
-		}
-	})
+	if r.cancel != nil {
+		c.srv.log.Debug("9p: request interrupted", "remote", c.remote)
+		r.cancel()
+	}
 }
 
 // The frame observers, called by frameReader for every incoming request
@@ -252,44 +214,52 @@ func (c *conn) sawWalk(tag uint16, fid, newfid uint32, names []string) {
 	c.walks[tag] = pendingWalk{newfid: newfid, path: path.Join(append([]string{p}, names...)...)}
 }
 
-func (c *conn) sawRead(tag uint16, fid uint32) {
+// sawRead notes a Tread or Twrite of fid at offset off and returns the
+// offset its frame is to carry instead (tagOffset).
+func (c *conn) sawRead(tag uint16, fid uint32, off uint64) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.readFids[tag] = fid
-	if p, ok := c.fidPaths[fid]; ok {
-		c.unstarted[tag] = &unstartedRead{path: p}
+	if c.xattrFids[fid] {
+		return off
+	}
+	if _, busy := c.reads[tag]; busy {
+		return offsetTagBad // p9 refuses a tag in use, or runs it after the first one's end
+	}
+	c.reads[tag] = &inflight{fid: fid, off: int64(off)}
+	return offsetTag | uint64(tag)
+}
+
+func (c *conn) sawXattrCreate(fid uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.fidPaths[fid]; ok {
+		c.xattrFids[fid] = true
 	}
 }
 
+// sawFlush interrupts the request the flush names, only that one.
 func (c *conn) sawFlush(tag, oldtag uint16) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.flushes.flush(tag, oldtag)
-	fid, ok := c.readFids[oldtag]
-	if !ok {
-		return
-	}
-	if p, ok := c.fidPaths[fid]; ok {
-		c.interruptLocked(p)
+	if r := c.reads[oldtag]; r != nil {
+		c.interruptLocked(r)
 	}
 }
 
-// sawClunk interrupts the reads of the clunked fid's path if that fid
-// has a read (or write) in progress: the clunk of a fid that was only
-// walked, stated or read to its end (a lookup beside a blocked read of
-// the same file) interrupts nothing.
+// sawClunk interrupts the reads (and blocking writes) in flight on the
+// clunked fid; the clunk of another fid of the same file (a lookup
+// beside a blocked read) interrupts nothing.
 func (c *conn) sawClunk(fid uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p, ok := c.fidPaths[fid]; ok {
-		for _, f := range c.readFids {
-			if f == fid {
-				c.interruptLocked(p)
-				break
-			}
+	for _, r := range c.reads {
+		if r.fid == fid {
+			c.interruptLocked(r)
 		}
-		delete(c.fidPaths, fid)
 	}
+	delete(c.fidPaths, fid)
+	delete(c.xattrFids, fid)
 }
 
 // sawReply ends the request with this tag: the fid of a successful
@@ -313,7 +283,6 @@ func (c *conn) sawReply(typ uint8, tag uint16) (hold bool) {
 			c.fidPaths[w.newfid] = w.path
 		}
 	}
-	delete(c.readFids, tag)
-	delete(c.unstarted, tag) // a read refused before its handler ran
+	delete(c.reads, tag) // begun or not (refused before its handler ran)
 	return hold
 }

@@ -14,12 +14,15 @@
 // flushed request has finished (p9/server.go, WaitTag). A blocking read
 // (wait) must therefore end by itself when the client gives up. The
 // connection watches its incoming frames (frames.go): a Tflush of a
-// pending Tread, or a Tclunk/Tremove of a fid with a Tread pending,
-// cancels the reads blocked on that fid's path on this connection, which
-// then fail with EINTR. Writes to an sfs.BlockingWriter (a guest's
-// stdin) are tracked and cancelled as reads are.
-// Reads are matched by path, not by fid (p9 does not tell a File its fid),
-// so two blocked reads of the same file on one connection end together.
+// pending Tread, or a Tclunk/Tremove of the fid it reads, cancels that
+// read (at once; if its handler has not begun yet, as it begins), which
+// then fails with EINTR. Writes to an sfs.BlockingWriter (a guest's
+// stdin) are tracked and cancelled as reads are; other writes (ctl
+// messages) run to their end. Reads are matched by tag: p9 tells a
+// File neither the tag nor the fid, so the frame p9 decodes carries the
+// tag in place of the offset, and ReadAt and WriteAt take the client's
+// offset back from the connection (conn.begin); other reads of the same
+// file, on other fids or tags, go on.
 //
 // The connection learns which fids exist from p9's replies (Rattach,
 // Rwalk), not from the requests, so it holds a path only for a fid p9

@@ -18,9 +18,9 @@ import (
 	sfs "sandfs/fs"
 )
 
-// iounit is the largest read or write the server asks clients to send:
-// small, since ctl messages are at most 4 KiB and generated text is short
-// (p9 fsimpl/staticfs uses 4096 too).
+// iounit is the largest read or write the server asks clients to send by
+// default (Server.SetIOUnit): small, since ctl messages are at most 4 KiB
+// and generated text is short (p9 fsimpl/staticfs uses 4096 too).
 const iounit = 64 << 10
 
 // file is one fid's view of a tree node: Walk returns a fresh file for
@@ -169,7 +169,7 @@ func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 		if err := f.ch.Check(f.c.ctx, sfs.MayRead); err != nil {
 			return p9.QID{}, 0, errno(err)
 		}
-		return f.qid(a), iounit, nil
+		return f.qid(a), f.c.srv.ioUnit, nil
 	}
 	h, err := f.ch.Open(f.c.ctx, openFlags(mode))
 	if err != nil {
@@ -178,7 +178,7 @@ func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	f.mu.Lock()
 	f.h = h
 	f.mu.Unlock()
-	return f.qid(a), iounit, nil
+	return f.qid(a), f.c.srv.ioUnit, nil
 }
 
 func (f *file) handle() sfs.Handle {
@@ -194,7 +194,10 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	if h == nil {
 		return 0, linux.EBADF
 	}
-	ctx, done := f.c.startRead(f.path)
+	ctx, off, done, err := f.c.begin(off, true)
+	if err != nil {
+		return 0, err
+	}
 	defer done()
 	n, err := h.Read(ctx, p, off)
 	return n, errno(err)
@@ -208,12 +211,12 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 	if h == nil {
 		return 0, linux.EBADF
 	}
-	ctx := f.c.ctx
-	if _, ok := h.(sfs.BlockingWriter); ok {
-		var done func()
-		ctx, done = f.c.startRead(f.path)
-		defer done()
+	_, blocking := h.(sfs.BlockingWriter)
+	ctx, off, done, err := f.c.begin(off, blocking)
+	if err != nil {
+		return 0, err
 	}
+	defer done()
 	n, err := h.Write(ctx, p, off)
 	return n, errno(err)
 }

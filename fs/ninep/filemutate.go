@@ -46,7 +46,7 @@ func (f *file) Create(name string, mode p9.OpenFlags, perm p9.FileMode, uid p9.U
 		return nil, p9.QID{}, 0, errno(err)
 	}
 	nf := &file{c: f.c, path: path.Join(f.path, name), ch: ch, h: h}
-	return nf, nf.qid(ch.Attr()), iounit, nil
+	return nf, nf.qid(ch.Attr()), f.c.srv.ioUnit, nil
 }
 
 // chownNew gives ch, just made, the owner a privileged client asked for

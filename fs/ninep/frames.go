@@ -9,6 +9,7 @@ import (
 
 // 9P2000.L requests and replies that the connection watches (p9/p9.go).
 const (
+	msgTxattrcreate = 32
 	msgTversion     = 100
 	msgTauth        = 102
 	msgTattach      = 104
@@ -119,8 +120,9 @@ func clampMsize(frame []byte) {
 	}
 }
 
-// observe decodes the few requests the conn cares about. Malformed
-// frames are left to p9 to refuse.
+// observe decodes the few requests the conn cares about, and rewrites
+// the offset of a Tread or Twrite (conn.sawRead). Malformed frames are
+// left to p9 to refuse.
 func (c *conn) observe(frame []byte) {
 	d := decoder{b: frame[4:], ok: true}
 	typ := d.u8()
@@ -146,8 +148,15 @@ func (c *conn) observe(frame []byte) {
 			c.sawWalk(tag, fid, newfid, names)
 		}
 	case msgTread, msgTwrite:
+		// size[4] type[1] tag[2] fid[4] offset[8] ...: the offset p9
+		// decodes becomes the tag's (conn.begin).
+		fid, off := d.u32(), d.u64()
+		if d.ok {
+			binary.LittleEndian.PutUint64(frame[11:19], c.sawRead(tag, fid, off))
+		}
+	case msgTxattrcreate:
 		if fid := d.u32(); d.ok {
-			c.sawRead(tag, fid)
+			c.sawXattrCreate(fid)
 		}
 	case msgTflush:
 		if old := d.u16(); d.ok {
@@ -264,4 +273,5 @@ func (d *decoder) take(n int) []byte {
 func (d *decoder) u8() uint8   { return d.take(1)[0] }
 func (d *decoder) u16() uint16 { return binary.LittleEndian.Uint16(d.take(2)) }
 func (d *decoder) u32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
+func (d *decoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
 func (d *decoder) str() string { return string(d.take(int(d.u16()))) }

@@ -16,9 +16,10 @@ import (
 // no panic; every frame passed on is whole and within the connection's
 // limits (before attach: at most preAuthFrames frames of preAuthFrame
 // bytes, handshake types only); a Tversion passed on asks at most
-// maxMsize; a fid path is recorded only for a reply that says a fid was
-// created, never more than one per such reply. Seeds are in
-// testdata/fuzz/FuzzFrames.
+// maxMsize; a Tread or Twrite passed on carries its tag in place of its
+// offset (but on an xattr fid); a fid path is recorded only for a reply
+// that says a fid was created, never more than one per such reply.
+// Seeds are in testdata/fuzz/FuzzFrames.
 func FuzzFrames(f *testing.F) {
 	attach := frame(tattch, 1, uint32(1), noFID, "", testToken, noFID)
 	walk := frame(twalk, 2, uint32(1), uint32(2), uint16(2), "sandboxes", "t")
@@ -62,6 +63,15 @@ func FuzzFrames(f *testing.F) {
 			}
 			if fb[4] == tver && len(fb) >= 11 && binary.LittleEndian.Uint32(fb[7:]) > maxMsize {
 				t.Fatalf("Tversion passed on with msize %d; max %d", binary.LittleEndian.Uint32(fb[7:]), maxMsize)
+			}
+			if (fb[4] == msgTread || fb[4] == msgTwrite) && len(fb) >= 19 {
+				fid, off := binary.LittleEndian.Uint32(fb[7:]), binary.LittleEndian.Uint64(fb[11:])
+				cn.mu.Lock()
+				xattr := cn.xattrFids[fid]
+				cn.mu.Unlock()
+				if !xattr && off != offsetTag|uint64(binary.LittleEndian.Uint16(fb[5:])) && off != offsetTagBad {
+					t.Fatalf("frame %d: type %d passed on with offset %#x; want its tag's", frames, fb[4], off)
+				}
 			}
 		}
 		// The replies, cut into uneven writes as a writer may.

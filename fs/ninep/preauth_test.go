@@ -412,8 +412,8 @@ func TestFailedWalksLeaveNoFid(t *testing.T) {
 	if fmt.Sprint(cn.fidPaths) != fmt.Sprint(want) {
 		t.Errorf("fid paths %v; want %v (only the fids p9 holds)", cn.fidPaths, want)
 	}
-	if len(cn.walks)+len(cn.attaches)+len(cn.readFids) != 0 {
-		t.Errorf("requests still pending after their replies: walks %v attaches %v reads %v", cn.walks, cn.attaches, cn.readFids)
+	if len(cn.walks)+len(cn.attaches)+len(cn.reads) != 0 {
+		t.Errorf("requests still pending after their replies: walks %v attaches %v reads %v", cn.walks, cn.attaches, cn.reads)
 	}
 }
 

@@ -22,6 +22,9 @@ type Server struct {
 	root sfs.Dir
 	log  *slog.Logger
 	lim  limits // for clients that have not attached; set before serving
+	// ioUnit is the iounit of every open (Ropen, Rlcreate); set before
+	// serving (SetIOUnit).
+	ioUnit uint32
 
 	paths    qids.PathGenerator
 	mu       sync.Mutex        // protects qidPaths
@@ -33,8 +36,15 @@ func NewServer(root sfs.Dir, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{root: root, log: log, lim: defaultLimits, qidPaths: map[string]uint64{}}
+	return &Server{root: root, log: log, lim: defaultLimits, ioUnit: iounit, qidPaths: map[string]uint64{}}
 }
+
+// SetIOUnit sets the iounit the server gives clients at each open (the
+// largest read or write they should send; 0: as large as the msize
+// allows, the Linux client's reading of 0), before it serves. The
+// default, 64 KiB, suits the control tree's short files; a tree of
+// real files (a world's union) is read faster in fewer, larger reads.
+func (s *Server) SetIOUnit(n uint32) { s.ioUnit = n }
 
 // qidPath returns the QID path of tree path p, the same for the life of
 // the server.

@@ -254,7 +254,13 @@ func (r *Remote) dial1(ctx context.Context) (*session, error) {
 	}
 	stop := context.AfterFunc(dctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	s, err := r.attach(c)
-	stop()
+	if !stop() && err == nil {
+		// dctx ended as the attach answered: its AfterFunc has started
+		// and may set the past deadline at any time, failing a later
+		// request of the session, so the session is not handed out.
+		err = fmt.Errorf("9p attach: answered as the dial ended: %w", dctx.Err())
+		s.kill(err)
+	}
 	if err != nil {
 		errno := syscall.EIO
 		if ctx.Err() != nil {

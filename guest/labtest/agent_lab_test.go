@@ -254,7 +254,18 @@ func TestAgentAcrossSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl.Close()
-	time.Sleep(time.Second)
+	// The loop has run once before the snapshot (in a loaded lab its
+	// first round can take longer than any fixed wait).
+	for deadline := time.Now().Add(bootTimeout); ; time.Sleep(100 * time.Millisecond) {
+		_, f, err := root.Walk(strings.Split("fs/tmp/count", "/"))
+		if err == nil {
+			f.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop wrote no /tmp/count in %v: %v", bootTimeout, err)
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()

@@ -19,6 +19,8 @@
 //   anything else denied, and every other ethertype: dropped
 //
 // counters (per CPU, index = enum counter) count packets per verdict.
+// flows (flow.h) holds each allowed TCP connection's byte totals, counted
+// here and, for the packets to the guest, by reply on the tap's egress.
 // events (a ring buffer) gets one struct event per TCP SYN, allowed or
 // denied, and per other denied IP packet, at most EVENTS_PER_SEC a second
 // after a burst of EVENTS_BURST (a token bucket in limit: a guest cannot
@@ -48,6 +50,7 @@ enum counter {
 	COUNT_OTHER,     // other ethertype or malformed header, dropped
 	COUNT_LOST,      // an event the full ring buffer did not take
 	COUNT_SUPPRESSED, // an event over the rate limit, not sent
+	COUNT_UNTRACKED, // an allowed TCP SYN the full flows map did not take
 	COUNT_MAX,
 };
 
@@ -159,6 +162,8 @@ static __always_inline void count(__u32 c)
 	if (v)
 		*v += 1;
 }
+
+#include "flow.h"
 
 // take_token takes one event's credit from limit at time now; 0: none
 // left (the event is suppressed).
@@ -365,7 +370,8 @@ static __always_inline int ipv4(struct __sk_buff *skb, void *data, void *end)
 	__builtin_memcpy(k.addr, &ip->daddr, 4);
 	struct tcphdr *tcp = (void *)(ip + 1);
 	int first = !(ip->frag_off & bpf_htons(0x1fff)) && ip->ihl == 5;
-	int syn = ip->protocol == IPPROTO_TCP && first && (void *)(tcp + 1) <= end && is_syn(tcp);
+	int tcpok = ip->protocol == IPPROTO_TCP && first && (void *)(tcp + 1) <= end;
+	int syn = tcpok && is_syn(tcp);
 	__u16 dport = 0;
 	if (first && (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) && (void *)tcp + 4 <= end)
 		dport = bpf_ntohs(tcp->dest);
@@ -373,6 +379,8 @@ static __always_inline int ipv4(struct __sk_buff *skb, void *data, void *end)
 		count(COUNT_ALLOW);
 		if (syn)
 			audit(skb, 4, &ip->daddr, 4, ip->protocol, dport, EVENT_ALLOW);
+		if (tcpok)
+			flow_out(skb, 4, &ip->daddr, 4, tcp, syn);
 		return TC_ACT_OK;
 	}
 	if (syn) {
@@ -414,7 +422,8 @@ static __always_inline int ipv6(struct __sk_buff *skb, void *data, void *end)
 	struct lpm6_key k = {.prefixlen = 8 + 128, .gen = (w & CONFIG_GEN) != 0};
 	__builtin_memcpy(k.addr, &ip->daddr, 16);
 	struct tcphdr *tcp = (void *)(ip + 1);
-	int syn = ip->nexthdr == IPPROTO_TCP && (void *)(tcp + 1) <= end && is_syn(tcp);
+	int tcpok = ip->nexthdr == IPPROTO_TCP && (void *)(tcp + 1) <= end;
+	int syn = tcpok && is_syn(tcp);
 	__u16 dport = 0;
 	if ((ip->nexthdr == IPPROTO_TCP || ip->nexthdr == IPPROTO_UDP) && (void *)tcp + 4 <= end)
 		dport = bpf_ntohs(tcp->dest);
@@ -422,6 +431,8 @@ static __always_inline int ipv6(struct __sk_buff *skb, void *data, void *end)
 		count(COUNT_ALLOW);
 		if (syn)
 			audit(skb, 6, &ip->daddr, 16, ip->nexthdr, dport, EVENT_ALLOW);
+		if (tcpok)
+			flow_out(skb, 6, &ip->daddr, 16, tcp, syn);
 		return TC_ACT_OK;
 	}
 	if (syn) {

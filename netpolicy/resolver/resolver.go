@@ -131,10 +131,15 @@ func (r *Resolver) answer(ctx context.Context, q []byte, tcp bool) []byte {
 		a = reply(h, qs, dnsmessage.RCodeNameError)
 		return a
 	}
-	if tcp {
-		a, err = r.forwardTCP(ctx, q)
-	} else {
-		a, err = r.forward(ctx, q)
+	// Upstream gets a query of our own with the guest's one question,
+	// not the guest's bytes (resend).
+	fq, err := resend(h, question)
+	switch {
+	case err != nil:
+	case tcp:
+		a, err = r.forwardTCP(ctx, fq)
+	default:
+		a, err = r.forward(ctx, fq)
 	}
 	if err == nil {
 		err = answers(a, h.ID, question)
@@ -168,6 +173,33 @@ func reply(h dnsmessage.Header, qs []dnsmessage.Question, rc dnsmessage.RCode) [
 		return nil
 	}
 	return m
+}
+
+// resend is the query sent upstream for the guest's query with header h
+// and question q: its ID, its RD bit and q, re-encoded, and our own EDNS
+// record (payload size MaxAnswer). Nothing else the guest sent leaves
+// the sandbox: not its other sections (records it may fill with what it
+// likes), flags or EDNS options, nor the layout of its message.
+func resend(h dnsmessage.Header, q dnsmessage.Question) ([]byte, error) {
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, RecursionDesired: h.RecursionDesired})
+	var opt dnsmessage.ResourceHeader
+	err := b.StartQuestions()
+	if err == nil {
+		err = b.Question(q)
+	}
+	if err == nil {
+		err = b.StartAdditionals()
+	}
+	if err == nil {
+		err = opt.SetEDNS0(MaxAnswer, dnsmessage.RCodeSuccess, false)
+	}
+	if err == nil {
+		err = b.OPTResource(opt, dnsmessage.OPTResource{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("re-encoding the query: %w", err)
+	}
+	return b.Finish()
 }
 
 // answers checks that upstream's answer a carries id and answers

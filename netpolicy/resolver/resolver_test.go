@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,5 +150,75 @@ func TestServe(t *testing.T) {
 	pc.Close()
 	if err := <-done; err != nil {
 		t.Errorf("Serve after Close: %v", err)
+	}
+}
+
+// TestResend: upstream gets the guest's one question in a query of the
+// resolver's own (the ID, RD and our EDNS record), never what else the
+// guest's message carried (here a TXT record in the authority and the
+// additional sections, full of data the guest wants out).
+func TestResend(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		k, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		got <- append([]byte(nil), buf[:k]...)
+		var p dnsmessage.Parser
+		h, _ := p.Start(buf[:k])
+		q, _ := p.Question()
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true})
+		b.StartQuestions()
+		b.Question(q)
+		m, _ := b.Finish()
+		pc.WriteTo(m, from)
+	}()
+	pol, err := netpolicy.Parse([]byte("allow a.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Resolver{Policy: func() *netpolicy.Policy { return pol }, Upstream: pc.LocalAddr().String(),
+		Learn: func(string, []netip.Addr, time.Duration) {}}
+	const secret = "the guest's secret"
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 42, RecursionDesired: true, CheckingDisabled: true})
+	q := dnsmessage.Question{Name: dnsmessage.MustNewName("a.example.com."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}
+	txt := dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName("x.test."), Class: dnsmessage.ClassINET, TTL: 1}
+	b.StartQuestions()
+	b.Question(q)
+	b.StartAuthorities()
+	b.TXTResource(txt, dnsmessage.TXTResource{TXT: []string{secret}})
+	b.StartAdditionals()
+	b.TXTResource(txt, dnsmessage.TXTResource{TXT: []string{secret}})
+	m, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if rc := rcode(t, r.Answer(ctx, m), 42); rc != dnsmessage.RCodeSuccess {
+		t.Errorf("rcode %v", rc)
+	}
+	sent := <-got
+	if strings.Contains(string(sent), secret) {
+		t.Errorf("upstream got the guest's other records: %q", sent)
+	}
+	var p dnsmessage.Parser
+	h, err := p.Start(sent)
+	if err != nil || h.ID != 42 || !h.RecursionDesired || h.CheckingDisabled {
+		t.Errorf("upstream's header %+v, %v; want ID 42, RD only", h, err)
+	}
+	qs, _ := p.AllQuestions()
+	p.SkipAllAnswers()
+	auth, _ := p.AllAuthorities()
+	add, _ := p.AllAdditionals()
+	if len(qs) != 1 || qs[0] != q || len(auth) != 0 || len(add) != 1 || add[0].Header.Type != dnsmessage.TypeOPT {
+		t.Errorf("upstream got questions %v, authorities %v, additionals %v; want the one question and our OPT", qs, auth, add)
 	}
 }

@@ -19,10 +19,12 @@ import (
 //	2026-12-01T19:01:02.001Z udp 192.0.2.9:53 - drop 43
 //	2026-12-01T19:01:03.120Z dns 198.51.100.1 allowed.test answered 62
 //	2026-12-01T19:01:04.500Z dns - other.test refused 0
+//	2026-12-01T19:01:09.310Z tcp 198.51.100.1:8080 allowed.test closed 8042 out=1240 in=6802
 //
-// A connection's bytes are those of its first packet (the program keeps
-// no per-flow state); a DNS line's are the answer's. domain is the name
-// an answer opened the destination for, "-" if none.
+// A connection's allow, reset or drop line has the bytes of its first
+// packet; an allowed TCP connection gets a second line when it has
+// ended (flowLine), with its totals; a DNS line has the answer's bytes.
+// domain is the name an answer opened the destination for, "-" if none.
 const auditTime = "2006-01-02T15:04:05.000Z07:00"
 
 // SetAudit makes fn get n's audit lines (nil: none); lines before it are
@@ -65,11 +67,12 @@ func (n *Net) readEvents(f *netpolicy.Filter) {
 //
 //	2026-12-01T19:01:05.000Z - - - suppressed 1234   (over the rate limit)
 //	2026-12-01T19:01:05.000Z - - - lost 17           (the ring was full)
+//	2026-12-01T19:01:05.000Z - - - untracked 3       (connections allowed, no totals: FlowsMax open)
 //
 // The last field is the number of events since the previous such line;
 // the time is when the daemon noticed.
 type missed struct {
-	suppressed, lost uint64 // reported so far (the filter's counters)
+	suppressed, lost, untracked uint64 // reported so far (the filter's counters)
 }
 
 // report writes n's lines for f's counters' news (one reader: no lock).
@@ -83,11 +86,46 @@ func (m *missed) report(n *Net, f *netpolicy.Filter) {
 		verdict string
 		seen    *uint64
 		count   uint64
-	}{{"suppressed", &m.suppressed, c[netpolicy.CountSuppressed]}, {"lost", &m.lost, c[netpolicy.CountLost]}} {
+	}{{"suppressed", &m.suppressed, c[netpolicy.CountSuppressed]}, {"lost", &m.lost, c[netpolicy.CountLost]},
+		{"untracked", &m.untracked, c[netpolicy.CountUntracked]}} {
 		if k.count > *k.seen {
 			n.audit(fmt.Sprintf("%s - - - %s %d", now, k.verdict, k.count-*k.seen))
 			*k.seen = k.count
 		}
+	}
+}
+
+// flowIdle is how long an allowed TCP connection may go without a
+// packet before its totals are reported ("idle"; later packets are not
+// counted).
+const flowIdle = 10 * time.Minute
+
+// readFlows writes a line for each allowed TCP connection of f that has
+// ended (netpolicy.Filter.EndedFlows), each second, until the filter is
+// closed or released.
+func (n *Net) readFlows(f *netpolicy.Filter) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for range t.C {
+		fl, err := f.EndedFlows(flowIdle, false)
+		if err != nil {
+			return
+		}
+		n.flowLines(fl)
+	}
+}
+
+// flowLines writes fl's lines:
+//
+//	time proto destination domain end bytes out=N in=N
+//
+// time is the connection's last packet, end how it ended (closed,
+// aborted, idle, open), bytes its total both ways, then the guest's
+// bytes sent (out) and received (in), Ethernet headers included.
+func (n *Net) flowLines(fl []netpolicy.Flow) {
+	for _, f := range fl {
+		n.audit(fmt.Sprintf("%s tcp %s %s %s %d out=%d in=%d", f.Last.UTC().Format(auditTime), netip.AddrPortFrom(f.Dst, f.Port),
+			auditName(n.domainOf(f.Dst)), f.End, f.Out+f.In, f.Out, f.In))
 	}
 }
 

@@ -32,7 +32,7 @@ func (n *Net) StartResolver(upstream string, log func(resolver.Event)) error {
 	var pc net.PacketConn
 	var ln net.Listener
 	addr := net.JoinHostPort(GatewayAddr.Addr().String(), "53")
-	err := inNS(n.ns, func() error {
+	err := InNS(n.ns, func() error {
 		var err error
 		if pc, err = net.ListenPacket("udp4", addr); err != nil {
 			return err

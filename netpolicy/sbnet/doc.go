@@ -30,6 +30,6 @@
 // (ip sandfs-nat) shared by all managers.
 //
 // Lock order: Manager.mu, then Net.mu. The namespace switches happen on
-// a locked OS thread (inNS) and never hold either lock across a call
+// a locked OS thread (InNS) and never hold either lock across a call
 // that could block on the other.
 package sbnet

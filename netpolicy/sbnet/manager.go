@@ -81,7 +81,7 @@ func NewManagerIn(hostNS netns.NsHandle, log *slog.Logger) (*Manager, error) {
 		m.Close()
 		return nil, msg.Errorf(syscall.EIO, "net: host netlink: %v", err)
 	}
-	err = inNS(m.hostNS, func() error { return sysctlOn("/proc/sys/net/ipv4/ip_forward", "1") })
+	err = InNS(m.hostNS, func() error { return sysctlOn("/proc/sys/net/ipv4/ip_forward", "1") })
 	if err == nil {
 		err = hostNAT(m.hostNS)
 	}
@@ -105,8 +105,19 @@ func (m *Manager) Close() {
 // force before the tap exists for anyone. The caller hands Net.TakeTap
 // to the VMM and Removes the net when the machine ends.
 func (m *Manager) Create(name string, p *netpolicy.Policy) (n *Net, err error) {
-	n = &Net{Name: name, log: m.log, host: m.host, policy: p, slot: -1}
-	n.ns, err = newNS(func() error {
+	return m.CreateMember(name, p, netip.Addr{})
+}
+
+// CreateMember is Create for a member of a group with member address
+// member (GroupPool; group.go); invalid: in no group.
+func (m *Manager) CreateMember(name string, p *netpolicy.Policy, member netip.Addr) (n *Net, err error) {
+	if member.IsValid() {
+		if _, _, ok := GroupOf(member); !ok {
+			return nil, msg.Errorf(syscall.EINVAL, "net: %s: member address %s not in %s", name, member, GroupPool)
+		}
+	}
+	n = &Net{Name: name, log: m.log, host: m.host, policy: p, slot: -1, member: member}
+	n.ns, err = NewNS(func() error {
 		tap, _, err := vnet.OpenTap(tapName)
 		n.tap = tap
 		if err == nil {
@@ -141,10 +152,11 @@ func (m *Manager) Create(name string, p *netpolicy.Policy) (n *Net, err error) {
 		return nil, err
 	}
 	go n.readEvents(n.filter)
+	go n.readFlows(n.filter)
 	if err := m.link(n); err != nil {
 		return nil, err
 	}
-	if err := sandboxNAT(n.ns); err != nil {
+	if err := sandboxNAT(n.ns, member); err != nil {
 		return nil, msg.Errorf(syscall.EIO, "net: %s: %v", name, err)
 	}
 	return n, nil
@@ -186,6 +198,14 @@ func (m *Manager) link(n *Net) error {
 	gw := &netlink.Route{LinkIndex: up.Attrs().Index, Gw: host.AsSlice(), Dst: nil}
 	if err := n.h.RouteAdd(gw); err != nil {
 		return msg.Errorf(syscall.EIO, "net: %s: default route: %v", n.Name, err)
+	}
+	if n.member.IsValid() {
+		// The host reaches the member address through this veth; the
+		// route goes with the link.
+		r := &netlink.Route{LinkIndex: hl.Attrs().Index, Gw: inner.AsSlice(), Dst: ipnet(netip.PrefixFrom(n.member, 32))}
+		if err := m.host.RouteAdd(r); err != nil {
+			return msg.Errorf(msg.Errno(err), "net: %s: route to member address %s: %v", n.Name, n.member, err)
+		}
 	}
 	return nil
 }
@@ -231,11 +251,11 @@ func ipnet(p netip.Prefix) *net.IPNet {
 }
 
 // Open finds the network of a running VMM (pid) again after a daemon
-// restart, through the tap it holds (tapNS), and
+// restart, through the tap it holds (TapNS), and
 // puts a new filter holding p on the tap in place of the old one
 // (netpolicy.Filter.Take). name is its label.
 func (m *Manager) Open(name string, pid int, p *netpolicy.Policy) (*Net, error) {
-	ns, err := tapNS(pid)
+	ns, err := TapNS(pid)
 	if err != nil {
 		return nil, msg.Errorf(msg.Errno(err), "net: %s: %v", name, err)
 	}
@@ -264,5 +284,6 @@ func (m *Manager) Open(name string, pid int, p *netpolicy.Policy) (*Net, error) 
 		return fail(err)
 	}
 	go n.readEvents(n.filter)
+	go n.readFlows(n.filter)
 	return n, nil
 }

@@ -21,31 +21,32 @@ func ifname(n string) []byte {
 	return b
 }
 
-// natRules adds table natTable with one postrouting chain holding rule
-// on the connection c, replacing what the table held, and input and
-// forward chains holding the rules given (each ending in its verdict).
-func natRules(c *nftables.Conn, rule []expr.Any, input, forward [][]expr.Any) error {
+// natRules adds table natTable on the connection c, replacing what the
+// table held: a postrouting (source NAT) chain holding post and, for
+// each non-empty list, a prerouting (destination NAT) chain holding pre
+// and input and forward chains holding the rules given (each rule
+// ending in its verdict).
+func natRules(c *nftables.Conn, post, pre, input, forward [][]expr.Any) error {
 	t := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: natTable}
 	c.AddTable(t) // creates, or keeps an existing one...
 	c.DelTable(t) // ...which is then deleted with its chains,
 	c.AddTable(t) // so the table holds exactly this:
-	ch := c.AddChain(&nftables.Chain{
-		Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
-	})
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: rule})
 	for _, fc := range []struct {
 		name  string
+		typ   nftables.ChainType
 		hook  *nftables.ChainHook
+		prio  *nftables.ChainPriority
 		rules [][]expr.Any
-	}{{"input", nftables.ChainHookInput, input}, {"forward", nftables.ChainHookForward, forward}} {
+	}{
+		{"postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource, post},
+		{"prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, pre},
+		{"input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter, input},
+		{"forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter, forward},
+	} {
 		if len(fc.rules) == 0 {
 			continue
 		}
-		ch := c.AddChain(&nftables.Chain{
-			Name: fc.name, Table: t, Type: nftables.ChainTypeFilter,
-			Hooknum: fc.hook, Priority: nftables.ChainPriorityFilter,
-		})
+		ch := c.AddChain(&nftables.Chain{Name: fc.name, Table: t, Type: fc.typ, Hooknum: fc.hook, Priority: fc.prio})
 		for _, r := range fc.rules {
 			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: r})
 		}
@@ -65,8 +66,9 @@ func natRules(c *nftables.Conn, rule []expr.Any, input, forward [][]expr.Any) er
 // a source other than the guest's: the namespace's own answers to a
 // forged source (an echo reply, a reset, the resolver's reply) would
 // otherwise leave through up0 unmasqueraded, past the policy and the
-// host's drop of the transit pool.
-func sandboxNAT(ns netns.NsHandle) error {
+// host's drop of the transit pool. member is the sandbox's member
+// address (invalid: in no group; group.go's memberNAT).
+func sandboxNAT(ns netns.NsHandle, member netip.Addr) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
 		return fmt.Errorf("nft: %w", err)
@@ -94,18 +96,17 @@ func sandboxNAT(ns netns.NsHandle) error {
 			&expr.Verdict{Kind: expr.VerdictDrop},
 		})
 	}
-	return natRules(c, []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(upName)},
-		&expr.Masq{},
-	}, [][]expr.Any{spoofed}, drops)
+	post, pre, fwd := memberNAT(member)
+	post = append(post, rule(ifIs(expr.MetaKeyOIFNAME, upName, false), []expr.Any{&expr.Masq{}}))
+	return natRules(c, post, pre, [][]expr.Any{spoofed}, append(drops, fwd...))
 }
 
 // hostNAT masquerades, in the host's namespace, what comes from the
 // transit pool and goes anywhere but the pool: the host's uplink, in
 // practice. Whatever a policy allows, it drops what comes from the pool
 // for the host itself (input: the host's own addresses and services)
-// and for another sandbox (forward, pool to pool). It replaces the
+// and for another sandbox (forward, pool to pool), and what is not
+// member to member traffic from or to GroupPool (group.go). It replaces the
 // table each time (idempotent; every manager writes the same rules).
 func hostNAT(ns netns.NsHandle) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
@@ -114,21 +115,11 @@ func hostNAT(ns netns.NsHandle) error {
 	}
 	defer c.CloseLasting()
 	pool := TransitPool.Masked()
-	mask := netipMask(pool)
-	net := pool.Addr().AsSlice()
-	inPool := func(offset uint32, op expr.CmpOp) []expr.Any {
-		return []expr.Any{
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
-			&expr.Cmp{Op: op, Register: 1, Data: net},
-		}
-	}
-	const saddr, daddr = 12, 16
-	drop := &expr.Verdict{Kind: expr.VerdictDrop}
-	masq := append(append(inPool(saddr, expr.CmpOpEq), inPool(daddr, expr.CmpOpNeq)...), &expr.Masq{})
-	input := [][]expr.Any{append(inPool(saddr, expr.CmpOpEq), drop)}
-	forward := [][]expr.Any{append(append(inPool(saddr, expr.CmpOpEq), inPool(daddr, expr.CmpOpEq)...), drop)}
-	return natRules(c, masq, input, forward)
+	masq := rule(inPrefix(pool, saddrOff, expr.CmpOpEq), inPrefix(pool, daddrOff, expr.CmpOpNeq), []expr.Any{&expr.Masq{}})
+	input, forward := hostGroupRules()
+	input = append(input, rule(inPrefix(pool, saddrOff, expr.CmpOpEq), drop))
+	forward = append(forward, rule(inPrefix(pool, saddrOff, expr.CmpOpEq), inPrefix(pool, daddrOff, expr.CmpOpEq), drop))
+	return natRules(c, [][]expr.Any{masq}, nil, input, forward)
 }
 
 // netipMask is prefix p's IPv4 mask as bytes.

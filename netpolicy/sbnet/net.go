@@ -21,12 +21,13 @@ import (
 // Net is one sandbox's network (package doc), made by Manager.Create or
 // found again by Manager.Open.
 type Net struct {
-	Name string
-	log  *slog.Logger
-	ns   netns.NsHandle  // the namespace, -1 if not open
-	h    *netlink.Handle // netlink in ns
-	host *netlink.Handle // netlink in the host's namespace (the Manager's)
-	slot int             // transit slot, -1 unknown
+	Name   string
+	log    *slog.Logger
+	ns     netns.NsHandle  // the namespace, -1 if not open
+	h      *netlink.Handle // netlink in ns
+	host   *netlink.Handle // netlink in the host's namespace (the Manager's)
+	slot   int             // transit slot, -1 unknown
+	member netip.Addr      // member address (group.go), invalid: in no group; unknown for Open's
 
 	mu      sync.Mutex // guards the fields below
 	tap     *os.File   // tap0, until TakeTap
@@ -157,18 +158,22 @@ func (n *Net) Release() error {
 	return err
 }
 
-// Remove removes n: the filter, the host side of the veth (its peer
+// Remove removes n: the filter (the totals of the connections it still
+// tracks become audit lines first), the host side of the veth (its peer
 // goes with it), and this process's hold on the namespace (which ends
 // with the last descriptor of its tap, the VMM's). Parts that are gone
 // already are not an error.
 func (n *Net) Remove() error {
 	var errs []error
+	var flows []netpolicy.Flow
 	n.mu.Lock()
 	if n.filter != nil {
+		flows, _ = n.filter.EndedFlows(flowIdle, true)
 		errs = append(errs, n.filter.Close())
 		n.filter = nil
 	}
 	n.mu.Unlock()
+	n.flowLines(flows)
 	if l := n.HostLink(); l != "" {
 		if hl, err := n.host.LinkByName(l); err == nil {
 			if err := n.host.LinkDel(hl); err != nil && !errors.Is(err, syscall.ENODEV) {

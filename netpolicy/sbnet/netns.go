@@ -10,10 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// inNS runs fn on an OS thread of its own switched to namespace ns. The
+// InNS runs fn on an OS thread of its own switched to namespace ns. The
 // thread is locked and never unlocked, so Go ends it with the goroutine:
 // no other goroutine ever runs in ns.
-func inNS(ns netns.NsHandle, fn func() error) error {
+func InNS(ns netns.NsHandle, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -26,10 +26,10 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 	return <-done
 }
 
-// newNS makes a network namespace and runs fn in it (as inNS does). It
+// NewNS makes a network namespace and runs fn in it (as InNS does). It
 // returns a handle to the namespace, which lives as long as the handle
 // or anything else made in it that holds it (a tap's descriptor does).
-func newNS(fn func() error) (netns.NsHandle, error) {
+func NewNS(fn func() error) (netns.NsHandle, error) {
 	ns := netns.None()
 	done := make(chan error, 1)
 	go func() {
@@ -53,13 +53,13 @@ func newNS(fn func() error) (netns.NsHandle, error) {
 	return ns, nil
 }
 
-// tapNS is the network namespace of the tap that process pid (its VMM)
+// TapNS is the network namespace of the tap that process pid (its VMM)
 // holds: each of its descriptors open on /dev/net/tun (the number it
 // was handed may have been closed: the VMM polls a duplicate) is copied
 // with pidfd_getfd(2) and asked for its device's namespace
 // (TUNGETDEVNETNS, Linux 5.2); the copy is closed, so only the process
 // holds the tap.
-func tapNS(pid int) (netns.NsHandle, error) {
+func TapNS(pid int) (netns.NsHandle, error) {
 	pfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return netns.None(), fmt.Errorf("pidfd_open %d: %w", pid, err)
@@ -93,7 +93,7 @@ func tapNS(pid int) (netns.NsHandle, error) {
 	return netns.None(), fmt.Errorf("pid %d holds no tap", pid)
 }
 
-// sysctlOn writes a /proc/sys value; in inNS it is that namespace's
+// sysctlOn writes a /proc/sys value; in InNS it is that namespace's
 // (net.* sysctls are resolved in the opener's namespace).
 func sysctlOn(path, value string) error {
 	if err := os.WriteFile(path, []byte(value), 0); err != nil {

@@ -37,6 +37,11 @@ import (
 // namespace, which is the listener's) decides, at a cost that grows
 // with the number of sockets on the host.
 //
+// The request is built here, not with vishvananda/netlink's SocketGet:
+// v1.3.1's sends NLM_F_DUMP, under which the kernel matches the ports
+// alone (inet_diag_dump_icsk), so it can answer with another socket of
+// the same ports, another user's (TestPeerDiagExact).
+//
 // A socket its owner has closed (orphaned in FIN_WAIT, or a TIME_WAIT
 // mini-socket) reports inode 0, and a mini-socket uid 0: "root". So a
 // peer without an inode is refused (else anyone could connect, write a

@@ -126,3 +126,46 @@ func BenchmarkPeerCheck(b *testing.B) {
 		})
 	}
 }
+
+// TestPeerDiagExact: the lookup matches all four addresses, not only the
+// ports: with a socket 127.0.0.4:P -> 127.0.0.2:L open, the same ports
+// between other addresses are not found, and each of two sockets with
+// the same ports is found by its own addresses only. (A dump request,
+// NLM_F_DUMP, as vishvananda/netlink v1.3.1's SocketGet sends, makes the
+// kernel match the ports alone: it returned the other socket for each of
+// these, and one for addresses with no socket at all.)
+func TestPeerDiagExact(t *testing.T) {
+	testenv.NeedRoot(t)
+	var conns []net.Conn
+	for _, p := range [][2]string{{"127.0.0.3", "127.0.0.1"}, {"127.0.0.4", "127.0.0.2"}} {
+		ln, err := net.Listen("tcp4", p[1]+":47101")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(p[0]), Port: 47102}}
+		c, err := d.Dial("tcp4", p[1]+":47101")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	if _, found, err := peerDiag(conns[0].LocalAddr().(*net.TCPAddr), conns[0].RemoteAddr().(*net.TCPAddr)); err != nil || !found {
+		t.Skipf("sock_diag finds no TCP socket here (found %v, %v): the /proc path decides", found, err)
+	}
+	tcp := func(a string, port int) *net.TCPAddr { return &net.TCPAddr{IP: net.ParseIP(a).To4(), Port: port} }
+	for _, c := range []struct {
+		peer, local *net.TCPAddr
+		want        bool
+	}{
+		{tcp("127.0.0.3", 47102), tcp("127.0.0.1", 47101), true},
+		{tcp("127.0.0.4", 47102), tcp("127.0.0.2", 47101), true},
+		{tcp("127.0.0.3", 47102), tcp("127.0.0.2", 47101), false},
+		{tcp("127.0.0.9", 47102), tcp("127.0.0.9", 47101), false},
+	} {
+		if _, found, err := peerDiag(c.peer, c.local); err != nil || found != c.want {
+			t.Errorf("peerDiag(%v, %v) = found %v, %v; want %v", c.peer, c.local, found, err, c.want)
+		}
+	}
+}

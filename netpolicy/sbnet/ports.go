@@ -133,7 +133,7 @@ func (n *Net) serveExposed(ln net.Listener, ns netns.NsHandle, p uint16, owner u
 				return
 			}
 			var g net.Conn
-			err := inNS(ns, func() error {
+			err := InNS(ns, func() error {
 				var err error
 				g, err = net.DialTimeout("tcp4", guest, 10*time.Second)
 				return err

@@ -214,7 +214,7 @@ func TestResolverAndLearn(t *testing.T) {
 	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("evil.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
 	q, _ := b.Finish()
 	var h dnsmessage.Header
-	err = inNS(n.ns, func() error {
+	err = InNS(n.ns, func() error {
 		c, err := net.Dial("udp4", "169.254.68.5:53")
 		if err != nil {
 			return err
@@ -234,7 +234,7 @@ func TestResolverAndLearn(t *testing.T) {
 	if err != nil || h.ID != 5 || h.RCode != dnsmessage.RCodeNameError {
 		t.Errorf("query from the namespace: %+v, %v; want NXDOMAIN for id 5", h, err)
 	}
-	err = inNS(n.ns, func() error { // the same over TCP (RFC 7766 framing)
+	err = InNS(n.ns, func() error { // the same over TCP (RFC 7766 framing)
 		c, err := net.Dial("tcp4", "169.254.68.5:53")
 		if err != nil {
 			return err
@@ -287,7 +287,7 @@ func TestExpose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(inNS(n.ns, func() error {
+	must(InNS(n.ns, func() error {
 		lo, err := n.h.LinkByName("lo")
 		if err == nil {
 			err = n.h.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(GuestAddr.Addr(), 32))})

@@ -44,8 +44,6 @@ func need(t testing.TB) {
 	testenv.NeedFile(t, sandfsBin(), "make build")
 }
 
-func exists(p string) bool { _, err := os.Stat(p); return err == nil }
-
 func kernel() string    { return testenv.Kernel() }
 func templates() string { return testenv.Templates() }
 func sandfsBin() string { return testenv.Built("SANDFS_BIN", "bin/sandfs") }
@@ -105,11 +103,8 @@ func (d *daemon) serve(t testing.TB) {
 		t.Fatal(err)
 	}
 	d.cmd = cmd
-	for i := 0; !exists(filepath.Join(d.mnt, "ctl")); i++ {
-		if i == 200 {
-			t.Fatalf("sandfs serve did not mount %s:\n%s", d.mnt, d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testenv.WaitMounted(d.mnt) {
+		t.Fatalf("sandfs serve did not mount %s in %v:\n%s", d.mnt, testenv.ServeTimeout, d.log)
 	}
 }
 

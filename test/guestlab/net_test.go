@@ -1,14 +1,11 @@
 package guestlab
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,107 +13,17 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
+
+	"sandfs/test/labnet"
 )
 
 // servers are the TCP servers of TestNetwork, in a namespace of the
 // test's own behind the lab's: each answers "hello <its address>".
 var netServers = []string{"198.51.100.1", "198.51.100.2"}
 
-// netServe makes namespace srv (returned) joined to the lab's by a veth
-// (netlab0 198.51.100.254/24 here, netlab1 in srv with the servers'
-// addresses) and serves TCP port 8080 on each server address in it.
-// Traffic from a guest reaches it through the guest's namespace and the
-// lab's, NATed twice, and stays inside the lab.
-func netServe(t *testing.T) netns.NsHandle {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lns []net.Listener
-	if e := netns.Set(orig); e != nil {
-		panic(e) // this thread is in srv: never unlock it
-	}
-	runtime.UnlockOSThread()
-	orig.Close()
-	t.Cleanup(func() { srv.Close() })
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "netlab0"}, PeerName: "netlab1", PeerNamespace: netlink.NsFd(srv)}
-	if err := netlink.LinkAdd(veth); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { netlink.LinkDel(veth) })
-	host, _ := netlink.LinkByName("netlab0")
-	must(t, netlink.AddrAdd(host, addr(t, "198.51.100.254/24")))
-	must(t, netlink.LinkSetUp(host))
-	sh, err := netlink.NewHandleAt(srv, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	peer, err := sh.LinkByName("netlab1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range netServers {
-		must(t, sh.AddrAdd(peer, addr(t, a+"/24")))
-	}
-	must(t, sh.LinkSetUp(peer))
-	// The listeners are made in srv (a socket stays in the namespace it
-	// was made in), on a thread of their own that is never unlocked.
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(srv); err != nil {
-			done <- err
-			return
-		}
-		for _, a := range netServers {
-			l, err := net.Listen("tcp", a+":8080")
-			if err != nil {
-				done <- err
-				return
-			}
-			lns = append(lns, l)
-		}
-		done <- nil
-	}()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range lns {
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				fmt.Fprintf(c, "hello %s\n", strings.Split(l.Addr().String(), ":")[0])
-				c.Close()
-			}
-		}()
-	}
-	return srv
-}
-
-func must(t *testing.T, err error) {
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func addr(t *testing.T, s string) *netlink.Addr {
-	a, err := netlink.ParseAddr(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
+// netServe serves netServers (labnet.Servers, labnet.Hello) in a
+// namespace of the test's own behind the lab's, which it returns.
+func netServe(t *testing.T) netns.NsHandle { return labnet.Servers(t, netServers, labnet.Hello) }
 
 // connPy is put in each guest as /root/conn.py: it connects to host
 // argv[1] port argv[2] and prints "ok <first line>" or "err <errno>"
@@ -201,7 +108,10 @@ func TestNetwork(t *testing.T) {
 
 	// net/audit: one line per connection, allowed or reset.
 	d.auditHas(t, "nd", []string{"tcp", "198.51.100.1:8080", "-", "reset", "*"})
-	d.auditHas(t, "na", []string{"tcp", "198.51.100.1:8080", "-", "allow", "*"}, []string{"tcp", "198.51.100.2:8080", "-", "reset", "*"})
+	d.auditHas(t, "na", []string{"tcp", "198.51.100.1:8080", "-", "allow", "*"}, []string{"tcp", "198.51.100.2:8080", "-", "reset", "*"},
+		// the allowed connection's totals once it has closed (the
+		// server's "hello 198.51.100.1\n" and both FINs)
+		[]string{"tcp", "198.51.100.1:8080", "-", "closed", "*", "out=*", "in=*"})
 	d.mustSh(t, `printf 'allow 198.51.100.0/24\n' > sandboxes/na/net/policy`)
 	check("na", "198.51.100.2", "ok hello 198.51.100.2")
 	if _, err := d.sh(t, `echo 'permit 198.51.100.1' > sandboxes/na/net/policy`); err == nil {
@@ -312,66 +222,19 @@ func TestNetwork(t *testing.T) {
 	}
 }
 
-// auditHas reads sandbox id's net/audit (a stream) with dd until, for
-// each want, a line holds its fields, or fails after a minute (the lines
-// are there already when it is called; the bound is for a failure to
-// end). dd is killed then: a read blocked in the stream ends on the
-// FUSE interrupt (a Go reader would keep its file open: Close waits for
-// a blocked read). Not busybox cat: its sendfile(2) holds the output
-// pipe while the next read blocks, so the lines already read stay in
-// the pipe (docs/filesystem.md, exec).
+// auditHas reads sandbox id's net/audit until, for each want, a line
+// holds its fields (labnet.FieldsMatch past the time), or fails after a
+// minute (the lines are there already when it is called; the bound is
+// for a failure to end).
 func (d *daemon) auditHas(t *testing.T, id string, want ...[]string) {
 	t.Helper()
-	cmd := exec.Command("dd", "if="+filepath.Join(d.mnt, "sandboxes", id, "net/audit"), "bs=65536")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	seen, missing, ended := labnet.ReadAudit(filepath.Join(d.mnt, "sandboxes", id, "net/audit"), want, time.Minute,
+		func(f, w []string) bool { return len(f) >= 6 && labnet.FieldsMatch(f[1:], w) })
+	switch {
+	case len(missing) == 0:
+	case ended:
+		t.Fatalf("%s: net/audit ended; lines %q, still want %q", id, seen, missing)
+	default:
+		t.Errorf("%s: net/audit lines %q; no line for %q", id, seen, missing)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	timer := time.NewTimer(time.Minute)
-	defer timer.Stop()
-	var seen []string
-	for len(want) > 0 {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("%s: net/audit ended; lines %q, still want %q", id, seen, want)
-			}
-			seen = append(seen, l)
-			f := strings.Fields(l)
-			for i, w := range want {
-				if len(f) == 6 && fieldsMatch(f[1:], w) {
-					want = append(want[:i], want[i+1:]...)
-					break
-				}
-			}
-		case <-timer.C:
-			t.Errorf("%s: net/audit lines %q; no line for %q", id, seen, want)
-			return
-		}
-	}
-}
-
-// fieldsMatch: f and w are equal, "*" in w matching any field but "0".
-func fieldsMatch(f, w []string) bool {
-	if len(f) != len(w) {
-		return false
-	}
-	for i := range f {
-		if w[i] != f[i] && (w[i] != "*" || f[i] == "0") {
-			return false
-		}
-	}
-	return true
 }

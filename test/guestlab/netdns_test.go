@@ -1,125 +1,18 @@
 package guestlab
 
 import (
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netns"
-	"golang.org/x/net/dns/dnsmessage"
+
+	"sandfs/test/labnet"
 )
-
-// dnsServer answers every A query on pc from names (name → address;
-// a name → "cname:<target>" is a CNAME whose target is looked up too),
-// NXDOMAIN for the rest, and records the names it was asked.
-type dnsServer struct {
-	names map[string]string
-	mu    sync.Mutex
-	asked []string
-}
-
-func (s *dnsServer) serve(pc net.PacketConn) {
-	buf := make([]byte, 1500)
-	for {
-		n, from, err := pc.ReadFrom(buf)
-		if err != nil {
-			return
-		}
-		if m := s.answer(buf[:n], ""); m != nil {
-			pc.WriteTo(m, from)
-		}
-	}
-}
-
-// serveTCP answers one query per connection on ln (RFC 7766 framing);
-// the names it is asked are recorded as "tcp:<name>".
-func (s *dnsServer) serveTCP(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			var l [2]byte
-			if _, err := io.ReadFull(c, l[:]); err != nil {
-				return
-			}
-			q := make([]byte, int(l[0])<<8|int(l[1]))
-			if _, err := io.ReadFull(c, q); err != nil {
-				return
-			}
-			if m := s.answer(q, "tcp:"); m != nil {
-				c.Write(append([]byte{byte(len(m) >> 8), byte(len(m))}, m...))
-			}
-		}()
-	}
-}
-
-// answer is the reply to query q (nil: none); the name asked is
-// recorded with prefix.
-func (s *dnsServer) answer(msg []byte, prefix string) []byte {
-	var p dnsmessage.Parser
-	h, err := p.Start(msg)
-	if err != nil {
-		return nil
-	}
-	q, err := p.Question()
-	if err != nil {
-		return nil
-	}
-	name := strings.TrimSuffix(q.Name.String(), ".")
-	s.mu.Lock()
-	s.asked = append(s.asked, prefix+name)
-	s.mu.Unlock()
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true})
-	b.StartQuestions()
-	b.Question(q)
-	b.StartAnswers()
-	found := false
-	for i := 0; i < 4 && q.Type == dnsmessage.TypeA; i++ {
-		v, ok := s.names[name]
-		if !ok {
-			break
-		}
-		rh := dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name + "."), Class: dnsmessage.ClassINET, TTL: 300}
-		if target, ok := strings.CutPrefix(v, "cname:"); ok {
-			b.CNAMEResource(rh, dnsmessage.CNAMEResource{CNAME: dnsmessage.MustNewName(target + ".")})
-			name = target
-			continue
-		}
-		b.AResource(rh, dnsmessage.AResource{A: [4]byte(net.ParseIP(v).To4())})
-		found = true
-		break
-	}
-	m, _ := b.Finish()
-	if !found && q.Type == dnsmessage.TypeA {
-		h2 := dnsmessage.Header{ID: h.ID, Response: true, RCode: dnsmessage.RCodeNameError}
-		b = dnsmessage.NewBuilder(nil, h2)
-		b.StartQuestions()
-		b.Question(q)
-		m, _ = b.Finish()
-	}
-	return m
-}
-
-func (s *dnsServer) wasAsked(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, a := range s.asked {
-		if a == name {
-			return true
-		}
-	}
-	return false
-}
 
 // dnsPy resolves argv[1] with the guest's resolver (/etc/resolv.conf:
 // the sandbox's, 169.254.68.5): "ok <address>" or "err <EAI code>".
@@ -192,7 +85,7 @@ print("sent")
 func TestNetworkDNS(t *testing.T) {
 	need(t)
 	srv := netServe(t)
-	up := &dnsServer{names: map[string]string{
+	up := &labnet.DNS{Names: map[string]string{
 		"allowed.test": "198.51.100.1", "a.cname.test": "cname:target.test", "target.test": "198.51.100.2",
 		"other.test": "198.51.100.2",
 	}}
@@ -201,15 +94,15 @@ func TestNetworkDNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
-	go up.serve(pc)
+	go up.Serve(pc)
 	tl, err := net.Listen("tcp4", pc.LocalAddr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tl.Close() })
-	go up.serveTCP(tl)
+	go up.ServeTCP(tl)
 	// A rogue resolver the guest might try directly, in srv.
-	rogue := &dnsServer{names: map[string]string{"example.test": "192.0.2.1"}}
+	rogue := &labnet.DNS{Names: map[string]string{"example.test": "192.0.2.1"}}
 	done := make(chan net.PacketConn, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread stays in srv
@@ -225,7 +118,7 @@ func TestNetworkDNS(t *testing.T) {
 		t.FailNow()
 	}
 	t.Cleanup(func() { rc.Close() })
-	go rogue.serve(rc)
+	go rogue.Serve(rc)
 	// The same query from the lab's namespace is answered: the rogue
 	// serves, so the guest's "timeout" below is its path being cut.
 	if c, err := net.Dial("udp4", "198.51.100.1:53"); err != nil {
@@ -237,9 +130,7 @@ func TestNetworkDNS(t *testing.T) {
 			t.Fatalf("the rogue resolver does not answer the lab: %v", err)
 		}
 		c.Close()
-		rogue.mu.Lock()
-		rogue.asked = nil
-		rogue.mu.Unlock()
+		rogue.Forget()
 	}
 
 	t.Setenv("SANDFS_RESOLVER", pc.LocalAddr().String())
@@ -277,10 +168,10 @@ func TestNetworkDNS(t *testing.T) {
 		[]string{"dns", "198.51.100.2", "a.cname.test", "answered", "*"},
 		[]string{"tcp", "198.51.100.2:8080", "a.cname.test", "allow", "*"},
 		[]string{"dns", "-", "other.test", "refused", "*"})
-	if up.wasAsked("other.test") || up.wasAsked("tcp:other.test") {
+	if up.WasAsked("other.test") || up.WasAsked("tcp:other.test") {
 		t.Error("the host's resolver was asked for other.test, a name the policy does not allow")
 	}
-	if !up.wasAsked("tcp:allowed.test") {
+	if !up.WasAsked("tcp:allowed.test") {
 		t.Error("a query over TCP was not forwarded over TCP")
 	}
 
@@ -293,16 +184,16 @@ func TestNetworkDNS(t *testing.T) {
 	if got := run("python3 /root/spoof.py 169.254.68.6 own.cname.test"); got != "sent" {
 		t.Fatalf("spoof.py: %q", got)
 	}
-	for i := 0; i < 100 && !up.wasAsked("own.cname.test"); i++ {
+	for i := 0; i < 100 && !up.WasAsked("own.cname.test"); i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !up.wasAsked("own.cname.test") {
+	if !up.WasAsked("own.cname.test") {
 		t.Error("a hand-built query from the guest's own address did not reach the resolver (the control failed)")
 	}
-	if up.wasAsked("forged.cname.test") {
+	if up.WasAsked("forged.cname.test") {
 		t.Error("a query from a forged source address reached the sandbox's resolver")
 	}
-	if rogue.wasAsked("example.test") {
+	if rogue.WasAsked("example.test") {
 		t.Error("the guest reached a resolver other than its own")
 	}
 }

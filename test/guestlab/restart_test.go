@@ -2,6 +2,7 @@ package guestlab
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,15 @@ func TestDaemonRestart(t *testing.T) {
 		}
 	}
 	d.checkGuest(t, "r")
+	// The adopted VMM's stderr reaches its vmm.log again (the new
+	// daemon reads its named pipe): its SIGUSR1 virtio dump is there,
+	// which a failed test's dumpState asks for.
+	rlog := filepath.Join(d.dir, "st/run/r/vmm.log")
+	logged, _ := os.ReadFile(rlog)
+	if err := syscall.Kill(statusPid(t, before["r"]), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	logHas(t, rlog, len(logged), "vsock: conns=")
 	// An adopted machine snapshots (a delta over the template snapshot
 	// it was restored from) and rolls back (a new VMM, which the next
 	// restart adopts).
@@ -90,6 +100,21 @@ func TestDaemonRestart(t *testing.T) {
 	d.checkGuest(t, "r")
 	if info := d.mustSh(t, "cat snapshots/s1/info"); !strings.HasPrefix(info, "s1 sandbox=r ") || !strings.Contains(info, " kind=delta") {
 		t.Errorf("snapshot s1 after the restarts: info %q; want r's, a delta", info)
+	}
+}
+
+// logHas waits until the log at path holds want past its first off
+// bytes, for at most a minute (the VMM writes it as the signal arrives).
+func logHas(t *testing.T, path string, off int, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		b, _ := os.ReadFile(path)
+		if len(b) > off && strings.Contains(string(b[off:]), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %q after a minute; its new lines: %q", path, want, b[min(off, len(b)):])
+		}
 	}
 }
 

@@ -34,6 +34,10 @@ func TestWorldGuest(t *testing.T) {
 	if st := d.mustSh(t, "cat sandboxes/t/execstatus"); !strings.Contains(st, " exited code=0 ") {
 		t.Errorf("execstatus = %q", st)
 	}
+	// Over the VMM's virtio-9p device, not the vsock fallback.
+	if m := d.mustSh(t, `echo 'grep " /workspace " /proc/mounts' > sandboxes/t/exec; cat sandboxes/t/exec`); !strings.HasPrefix(m, "sandfs-world /workspace 9p ") || !strings.Contains(m, "trans=virtio") {
+		t.Errorf("/workspace mount = %q, want sandfs-world over trans=virtio", m)
+	}
 	if got := d.mustSh(t, "cat worlds/w/diff; ls sandboxes/t/worlds"); got != "deleted d/b.txt\nadded new.txt\nw\n" {
 		t.Errorf("diff, attached = %q", got)
 	}

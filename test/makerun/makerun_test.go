@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,7 +41,53 @@ func TestMakeRunLab(t *testing.T) {
 	drive(t, startRun(t, "lab", "SANDFS_FORCE_LAB=1"))
 }
 
+// TestMakeRunLabRestart: the lab's state lives on the host's disk (its
+// state image, here the test's own): a sandbox paused by make run's stop
+// and its snapshot are listed again by the next make run, the sandbox
+// resumes with its files, and the snapshot is a source for new.
+func TestMakeRunLabRestart(t *testing.T) {
+	if testenv.InLab() {
+		t.Skip("inside the lab: the host stage of make test runs run.sh's lab path")
+	}
+	dir := runDir(t)
+	r := startRunIn(t, dir, "lab", "SANDFS_FORCE_LAB=1")
+	id := strings.TrimSpace(r.cli(t, "new"))
+	r.waitAgent(t, id)
+	r.cli(t, "exec", id, "--", "sh", "-c", "echo kept > /root/marker")
+	box := filepath.Join(r.mnt, "sandboxes", id)
+	if err := os.WriteFile(filepath.Join(box, "ctl"), []byte("snapshot keep1\n"), 0); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	r.stop()
+	if !strings.Contains(r.log.String(), "sandbox "+id+" paused to disk") {
+		t.Errorf("make run's stop did not pause %s to disk:\n%s", id, r.log.String())
+	}
+
+	r = startRunIn(t, dir, "lab", "SANDFS_FORCE_LAB=1")
+	if line := lineOf(r.cli(t, "ls"), id); !strings.Contains(line, " paused ") {
+		t.Fatalf("sandfs ls after the restart: %q; want %s paused", line, id)
+	}
+	if _, err := os.Stat(filepath.Join(r.mnt, "snapshots", "keep1")); err != nil {
+		t.Errorf("snapshot keep1 after the restart: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(box, "ctl"), []byte("resume\n"), 0); err != nil {
+		t.Fatalf("resume after the restart: %v", err)
+	}
+	r.waitAgent(t, id)
+	if out := r.cli(t, "exec", id, "--", "cat", "/root/marker"); out != "kept\n" {
+		t.Errorf("the marker after resume = %q; want kept", out)
+	}
+	if err := os.WriteFile(filepath.Join(r.mnt, "ctl"), []byte("new fromsnap from=keep1\n"), 0); err != nil {
+		t.Fatalf("new from=keep1 after the restart: %v", err)
+	}
+	r.waitAgent(t, "fromsnap")
+	if out := r.cli(t, "exec", "fromsnap", "--", "cat", "/root/marker"); out != "kept\n" {
+		t.Errorf("the marker in a sandbox new from the snapshot = %q; want kept", out)
+	}
+}
+
 type run struct {
+	stop func() // stops run.sh (SIGTERM, as Ctrl-C would) and waits; idempotent
 	repo string
 	mnt  string   // the FUSE mount run.sh made
 	env  []string // the CLI's environment: no SANDFS_ADDR or token
@@ -49,11 +96,32 @@ type run struct {
 }
 
 // startRun starts tools/lab/run.sh with a private mount point and state
-// directory, waits for the end of its "sandfs is up" banner and checks it took the
-// expected path; Cleanup stops it (SIGTERM, as Ctrl-C would).
+// (runDir, startRunIn).
 func startRun(t *testing.T, mode string, env ...string) *run {
 	t.Helper()
+	return startRunIn(t, runDir(t), mode, env...)
+}
+
+// runDir is a directory for run.sh's mount point and state (the daemon's
+// state directory natively, the lab's state image otherwise) that the
+// VMM, dropped to an unprivileged uid, can reach.
+func runDir(t *testing.T) string {
+	t.Helper()
 	testenv.NeedRoot(t)
+	dir := t.TempDir()
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// startRunIn starts tools/lab/run.sh with its mount point and state in
+// dir, waits for the end of its "sandfs is up" banner and checks it took
+// the expected path; r.stop, or Cleanup, stops it.
+func startRunIn(t *testing.T, dir, mode string, env ...string) *run {
+	t.Helper()
 	repo, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -62,17 +130,11 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 		testenv.NeedFile(t, filepath.Join(repo, f), "make build kernel template")
 	}
 	testenv.NeedFUSE(t)
-	dir := t.TempDir()
-	// The VMM drops to an unprivileged uid and must reach its run dir.
-	for _, p := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	base := cleanEnv()
 	cmd := exec.Command(filepath.Join(repo, "tools/lab/run.sh"))
 	e2bPort := freePort(t)
 	cmd.Env = append(append(base, "SANDFS_MOUNT="+filepath.Join(dir, "mnt"), "SANDFS_STATE="+filepath.Join(dir, "state"),
+		"SANDFS_LAB_STATE="+filepath.Join(dir, "state.ext4"),
 		fmt.Sprintf("SANDFS_LAB_9P_PORT=%d", freePort(t)), fmt.Sprintf("SANDFS_E2B_PORT=%d", e2bPort)), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var log syncbuf.Buffer
@@ -102,25 +164,9 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 			up <- false
 		}
 	}()
-	t.Cleanup(func() {
-		syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		// Sandboxes outlive the daemon (a failed test leaves some).
-		runs, _ := filepath.Glob(filepath.Join(dir, "state/run/*"))
-		for _, run := range runs {
-			vmmproc.EndOrphan(filepath.Join(run, "vmm.sock"))
-		}
-		if t.Failed() {
-			t.Logf("run.sh output:\n%s", log.String())
-		}
-	})
+	var once sync.Once
+	stop := func() { once.Do(func() { stopRun(t, cmd, dir, &log) }) }
+	t.Cleanup(stop)
 	select {
 	case ok := <-up:
 		if !ok {
@@ -133,7 +179,30 @@ func startRun(t *testing.T, mode string, env ...string) *run {
 	if !strings.Contains(log.String(), want) {
 		t.Fatalf("run.sh did not take the %s path (want %q):\n%s", mode, want, log.String())
 	}
-	return &run{repo: repo, mnt: filepath.Join(dir, "mnt"), env: base, log: &log, e2b: e2bPort}
+	return &run{stop: stop, repo: repo, mnt: filepath.Join(dir, "mnt"), env: base, log: &log, e2b: e2bPort}
+}
+
+// stopRun stops run.sh (SIGTERM, as Ctrl-C would), waits for it (its
+// process group is killed after 3 minutes) and ends the VMMs a native
+// daemon left.
+func stopRun(t *testing.T, cmd *exec.Cmd, dir string, log *syncbuf.Buffer) {
+	syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute): // the lab's orderly stop has 2
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	// Sandboxes outlive the daemon (a failed test leaves some).
+	runs, _ := filepath.Glob(filepath.Join(dir, "state/run/*"))
+	for _, run := range runs {
+		vmmproc.EndOrphan(filepath.Join(run, "vmm.sock"))
+	}
+	if t.Failed() {
+		t.Logf("run.sh output:\n%s", log.String())
+	}
 }
 
 // checkE2B: the E2B adapter answers on the port and with the key the
@@ -186,19 +255,7 @@ func drive(t *testing.T, r *run) {
 	if b, err := os.ReadFile(filepath.Join(r.mnt, "sandboxes", id, "status")); err != nil || !strings.HasPrefix(string(b), id+" ") {
 		t.Errorf("%s/sandboxes/%s/status = %q, %v", r.mnt, id, b, err)
 	}
-	// The sandbox runs before its guest agent answers (seconds under the
-	// lab's emulation): wait for exec to work.
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		out, _, err := r.try("exec", id, "--", "echo", "up")
-		if err == nil && out == "up\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandfs exec %s: agent not answering after 3m: %q, %v", id, out, err)
-		}
-		time.Sleep(time.Second)
-	}
+	r.waitAgent(t, id)
 	src := filepath.Join(t.TempDir(), "hello.txt")
 	if err := os.WriteFile(src, []byte("hello from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -210,6 +267,23 @@ func drive(t *testing.T, r *run) {
 	r.cli(t, "kill", id)
 	if out := r.cli(t, "ls"); !strings.Contains(out, id) || strings.Contains(lineOf(out, id), "running") {
 		t.Errorf("sandfs ls after kill = %q; want %s listed, not running", out, id)
+	}
+}
+
+// waitAgent waits for exec in sandbox id to work: a sandbox runs before
+// its guest agent answers (seconds under the lab's emulation).
+func (r *run) waitAgent(t *testing.T, id string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out, _, err := r.try("exec", id, "--", "echo", "up")
+		if err == nil && out == "up\n" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandfs exec %s: agent not answering after 3m: %q, %v", id, out, err)
+		}
+		time.Sleep(time.Second)
 	}
 }
 
@@ -249,7 +323,7 @@ func cleanEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "SANDFS_ADDR", "SANDFS_TOKEN", "SANDFS_TOKEN_FILE", "SANDFS_FORCE_LAB", "SANDFS_MOUNT", "SANDFS_STATE":
+		case "SANDFS_ADDR", "SANDFS_TOKEN", "SANDFS_TOKEN_FILE", "SANDFS_FORCE_LAB", "SANDFS_MOUNT", "SANDFS_STATE", "SANDFS_LAB_STATE":
 			continue
 		}
 		env = append(env, kv)

@@ -105,7 +105,7 @@ func floorTable(rs []*createResult) *table {
 	for _, r := range rs {
 		t.add(fmt.Sprintf("%d MiB", r.mem>>20), ms(r.running.median()), ms(r.floor.median()), "**"+ratio(r.running.median(), r.floor.median())+"**", r.floorPh)
 	}
-	t.notes = append(t.notes, "The floor (`sandfs bench floor DIR`, tools/bench/floor.go) is the same binary: open /dev/kvm, KVM_CREATE_VM with irqchip and PIT, one MAP_PRIVATE mapping of the snapshot's mem as the memory slots, the vCPUs, the saved PIT, clock, irqchips and vCPU state (CPUID, MP state, registers, xsave, xcrs, debug registers, LAPIC, MSRs, events) through vmm/kvm, then KVM_RUN; no devices, control socket, console or jail. Both are timed from the process's start (fork and exec included) to running.")
+	t.notes = append(t.notes, "The floor (`sandfs bench floor DIR`, tools/bench/floor.go) runs in the benchmark's binary (bin/sandfs; the VMM runs bin/sandfs-vmm where make build put it beside, a quarter of its size, so the floor's exec and package inits cost more than the VMM's): open /dev/kvm, KVM_CREATE_VM with irqchip and PIT, one MAP_PRIVATE mapping of the snapshot's mem as the memory slots, the vCPUs, the saved PIT, clock, irqchips and vCPU state (CPUID, MP state, registers, xsave, xcrs, debug registers, LAPIC, MSRs, events) through vmm/kvm, then KVM_RUN; no devices, control socket, console or jail. Both are timed from the process's start (fork and exec included) to running.")
 	return t
 }
 

@@ -1,6 +1,8 @@
-// Package bench is `sandfs bench snapshots` and `sandfs bench worlds`
+// Package bench is `sandfs bench snapshots`, `sandfs bench worlds`
 // (worlds.go: a world's /workspace in a guest against the guest's own
-// disk and QEMU's virtio-9p). `bench snapshots`: what creating a sandbox from
+// disk and QEMU's virtio-9p) and `sandfs bench net` (net.go: a guest's
+// TCP flow through its tap with and without the egress filter, and the
+// filter's maps' memory). `bench snapshots`: what creating a sandbox from
 // a snapshot, snapshotting it, pausing and resuming it cost, measured in
 // one run on the host it runs on (the lab, on a host without KVM), beside
 // QEMU's own migration-to-file snapshot and restore of the same kernel and
@@ -53,11 +55,14 @@ func Main(args []string) int {
 		initClock()
 		return floorMain(args[1:])
 	}
+	if len(args) > 0 && args[0] == "net" {
+		return netMain(args[1:])
+	}
 	if len(args) > 0 && args[0] == "worlds" {
 		return worldsMain(args[1:])
 	}
 	if len(args) == 0 || args[0] != "snapshots" {
-		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench worlds [flags] | sandfs bench floor SNAPSHOT-DIR | sandfs bench plot REPORT.md DIR")
+		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench worlds [flags] | sandfs bench net [flags] | sandfs bench floor SNAPSHOT-DIR | sandfs bench plot REPORT.md DIR")
 		return codeUsage
 	}
 	fs := flag.NewFlagSet("bench snapshots", flag.ContinueOnError)
@@ -93,7 +98,7 @@ func Main(args []string) int {
 	}
 	defer os.RemoveAll(*scratch)
 	clock := initClock()
-	r := &run{clock: clock, h: &host{kernel: *kernel, rootfs: filepath.Join(*templates, *tmpl+".ext4"), dir: *scratch}, n: *n, idle: 2 * time.Second, log: os.Stderr}
+	r := &run{clock: clock, h: newHost(*kernel, filepath.Join(*templates, *tmpl+".ext4"), *scratch), n: *n, idle: 2 * time.Second, log: os.Stderr}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	r.tree = *treeC != ""

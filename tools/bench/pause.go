@@ -17,7 +17,7 @@ type pauseResult struct {
 	create               time.Duration // wall: conc sandboxes restored at once, each to its agent
 	pause1, resume1      sample        // one sandbox's vCPUs, c=1
 	pauseC, resumeC      time.Duration // wall: conc sandboxes at once
-	diskPause, fullPause time.Duration // pause+delta+syncdisks+SIGKILL vs pause+full snapshot+syncdisks+SIGKILL
+	diskPause, fullPause sample        // pause+delta+syncdisks+SIGKILL vs pause+full snapshot+syncdisks+SIGKILL, one per pair
 	diskBytes, fullBytes int64
 	diskResume           time.Duration // restore from the delta to the agent answering
 	diskPhases           string        // the VMM's breakdown of the two snapshots (snapshot.Timing)
@@ -94,63 +94,84 @@ func (r *run) benchPause(ctx context.Context, t *template, conc int) (*pauseResu
 	if conc < 2 {
 		return res, nil
 	}
-	return res, r.pauseToDisk(ctx, t, sbs[0], sbs[1], res)
+	return res, r.pauseToDisk(ctx, t, sbs, res)
 }
 
-// pauseToDisk pauses a with a delta over its template snapshot and b
-// with a full snapshot, both then ended as the daemon's pause to disk
-// ends a VMM (syncdisks, SIGKILL), and restores a from its delta.
-func (r *run) pauseToDisk(ctx context.Context, t *template, a, b *sandbox, res *pauseResult) error {
-	stopped := func(s *sandbox, parent string) (time.Duration, int64, string, error) {
-		dir := filepath.Join(t.store, "p"+strconv.FormatInt(r.h.seq.Add(1), 10))
-		start := now()
-		if err := s.p.Pause(ctx); err != nil {
-			return 0, 0, "", err
+// pauseToDisk pauses pairs of sbs to disk, as the daemon's pause to disk
+// ends a VMM (syncdisks, SIGKILL): in each pair the first with a delta
+// over its template snapshot, the second with a full snapshot (the
+// order alternating from pair to pair), min(n, len(sbs)/2) pairs; then
+// it restores the first pair's first from its delta.
+func (r *run) pauseToDisk(ctx context.Context, t *template, sbs []*sandbox, res *pauseResult) error {
+	pairs := min(r.n, len(sbs)/2)
+	var first string
+	for k := 0; k < pairs; k++ {
+		a, b := sbs[2*k], sbs[2*k+1]
+		order := []bool{true, false}
+		if k%2 == 1 {
+			order = []bool{false, true}
 		}
-		ps := now()
-		if err := s.p.Snapshot(ctx, dir, parent); err != nil {
-			return 0, 0, "", err
+		for _, delta := range order {
+			s, parent := b, ""
+			if delta {
+				s, parent = a, t.snap()
+			}
+			d, size, dir, split, err := r.stopToDisk(ctx, t, s, parent)
+			if err != nil {
+				return fmt.Errorf("pause to disk (delta %v): %w", delta, err)
+			}
+			if delta {
+				res.diskPause, res.diskBytes, res.diskPhases = append(res.diskPause, d), size, split
+				if first == "" {
+					first = dir
+				}
+			} else {
+				res.fullPause, res.fullBytes, res.fullPhases = append(res.fullPause, d), size, split
+			}
 		}
-		ss := now()
-		// As the daemon's pause to disk (ctl/vmmpause.go): the disk
-		// layer made durable in place, then SIGKILL (no orderly stop).
-		if err := s.p.SyncDisks(ctx); err != nil {
-			return 0, 0, "", err
-		}
-		sd := now()
-		s.p.Abort() // as vmmMachine.Discard: SIGKILL, no wait
-		d := since(start)
-		<-s.p.Done()
-		split := fmt.Sprintf("pause %s, snapshot verb %s, syncdisks %s, SIGKILL sent (not counted: reaped %s later); in the verb: %s",
-			ms(span(start, ps)), ms(span(ps, ss)), ms(span(ss, sd)), ms(since(sd)), s.snapshotPhases())
-		if parent == "" {
-			res.fullPhases = split
-		} else {
-			res.diskPhases = split
-		}
-		sn, err := snapshot.Open(dir)
-		if err != nil {
-			return 0, 0, "", err
-		}
-		return d, int64(sn.Pages() * snapshot.PageSize), dir, nil
 	}
-	var delta string
-	var err error
-	if res.diskPause, res.diskBytes, delta, err = stopped(a, t.snap()); err != nil {
-		return fmt.Errorf("pause to disk: %w", err)
-	}
-	if res.fullPause, res.fullBytes, _, err = stopped(b, ""); err != nil {
-		return fmt.Errorf("full pause: %w", err)
-	}
-	s, ph, err := r.h.restore(ctx, a.dir, t.mem, delta)
+	s, ph, err := r.h.restore(ctx, sbs[0].dir, t.mem, first)
 	if err != nil {
 		return fmt.Errorf("resume from disk: %w", err)
 	}
 	s.close()
 	res.diskResume = ph.total()
 	r.progress("  pause to disk %s (%s; %s), full-memory pause %s (%s; %s), resume from disk %s",
-		ms(res.diskPause), mib(res.diskBytes), res.diskPhases, ms(res.fullPause), mib(res.fullBytes), res.fullPhases, ms(res.diskResume))
+		res.diskPause.spread(), mib(res.diskBytes), res.diskPhases, res.fullPause.spread(), mib(res.fullBytes), res.fullPhases, ms(res.diskResume))
 	return nil
+}
+
+// stopToDisk pauses s, has it write a snapshot over parent ("": full)
+// into t's store, syncs its disks and SIGKILLs it; it returns the time
+// to SIGKILL sent, the snapshot's bytes and directory, and where the
+// time went.
+func (r *run) stopToDisk(ctx context.Context, t *template, s *sandbox, parent string) (time.Duration, int64, string, string, error) {
+	dir := filepath.Join(t.store, "p"+strconv.FormatInt(r.h.seq.Add(1), 10))
+	start := now()
+	if err := s.p.Pause(ctx); err != nil {
+		return 0, 0, "", "", err
+	}
+	ps := now()
+	if err := s.p.Snapshot(ctx, dir, parent); err != nil {
+		return 0, 0, "", "", err
+	}
+	ss := now()
+	// As the daemon's pause to disk (ctl/vmmpause.go): the disk layer
+	// made durable in place, then SIGKILL (no orderly stop).
+	if err := s.p.SyncDisks(ctx); err != nil {
+		return 0, 0, "", "", err
+	}
+	sd := now()
+	s.p.Abort() // as vmmMachine.Discard: SIGKILL, no wait
+	d := since(start)
+	<-s.p.Done()
+	split := fmt.Sprintf("pause %s, snapshot verb %s, syncdisks %s, SIGKILL sent (not counted: reaped %s later); in the verb: %s",
+		ms(span(start, ps)), ms(span(ps, ss)), ms(span(ss, sd)), ms(since(sd)), s.snapshotPhases())
+	sn, err := snapshot.Open(dir)
+	if err != nil {
+		return 0, 0, "", "", err
+	}
+	return d, int64(sn.Pages() * snapshot.PageSize), dir, split, nil
 }
 
 // pauseTable is the pause/resume table.
@@ -163,12 +184,13 @@ func pauseTable(p *pauseResult, mem uint64) *table {
 	u := p.useC
 	t.notes = append(t.notes, fmt.Sprintf("With the %d sandboxes alive and idle, one VMM's **PSS beyond guest RAM + private guest pages: %s** (its binary %s, anonymous %s; private beyond guest RAM + private guest pages %s).",
 		p.conc, kib(u.beyond()), kib(u.binPSS), kib(u.anonPSS), kib(u.uss)))
-	if p.diskPause > 0 {
-		t.add("pause to disk: pages dirtied since restore, disk layer synced, SIGKILL sent ("+mib(p.diskBytes)+")", ms(p.diskPause), "")
-		t.add("full-memory pause: full snapshot, disk layer synced, SIGKILL sent ("+mib(p.fullBytes)+")", ms(p.fullPause), "")
+	if len(p.diskPause) > 0 {
+		t.add("pause to disk: pages dirtied since restore, disk layer synced, SIGKILL sent ("+mib(p.diskBytes)+")", ms(p.diskPause.median()), "")
+		t.add("full-memory pause: full snapshot, disk layer synced, SIGKILL sent ("+mib(p.fullBytes)+")", ms(p.fullPause.median()), "")
 		t.add("resume from disk: restore the delta to agent answering", ms(p.diskResume), "")
-		t.notes = append(t.notes, fmt.Sprintf("**pause to disk / full-memory pause = %s** (target ≤ 0.10).", ratio(p.diskPause, p.fullPause)),
-			"Where the time went: pause to disk: "+p.diskPhases+". Full-memory pause: "+p.fullPhases+".")
+		t.notes = append(t.notes, fmt.Sprintf("**pause to disk / full-memory pause = %s** (medians of %d each, alternating; target ≤ 0.10). Samples: pause to disk %s, full %s.",
+			ratio(p.diskPause.median(), p.fullPause.median()), len(p.diskPause), p.diskPause.spread(), p.fullPause.spread()),
+			"Where the time went (the last of each): pause to disk: "+p.diskPhases+". Full-memory pause: "+p.fullPhases+".")
 	}
 	return t
 }

@@ -19,7 +19,14 @@ import (
 type host struct {
 	kernel, rootfs string
 	dir            string
+	vmm            string // the VMM binary (vmmproc.FindBinary; "": this one)
 	seq            atomic.Int64
+}
+
+// newHost is a host for kernel and the template image rootfs, with its
+// scratch directory dir, whose VMMs run the daemon's VMM binary.
+func newHost(kernel, rootfs, dir string) *host {
+	return &host{kernel: kernel, rootfs: rootfs, dir: dir, vmm: vmmproc.FindBinary()}
 }
 
 // newDir makes a fresh, short subdirectory of the scratch directory (the
@@ -30,7 +37,8 @@ func (h *host) newDir(prefix string) (string, error) {
 }
 
 // config is a VMM of the template as ctl's runtime runs one (disk with a
-// copy-on-write layer in work/, vsock, rng), not jailed, in dir.
+// copy-on-write layer in work/, vsock, rng, the daemon's VMM binary), not
+// jailed, in dir.
 func (h *host) config(dir string, mem uint64) vmmproc.Config {
 	return vmmproc.Config{
 		ID: filepath.Base(dir), Kernel: h.kernel, MemBytes: mem, CPUs: 1,
@@ -38,6 +46,7 @@ func (h *host) config(dir string, mem uint64) vmmproc.Config {
 		Disks:   []vmmproc.DiskConfig{{Path: h.rootfs, Overlay: filepath.Join(dir, "work", "rootfs.cow"), ID: "rootfs"}},
 		Vsock:   &vmmproc.VsockConfig{CID: 3, UDS: filepath.Join(dir, "vsock.sock")},
 		RNG:     true,
+		Binary:  h.vmm,
 		Socket:  filepath.Join(dir, "vmm.sock"),
 		Console: filepath.Join(dir, "console"),
 		LogFile: filepath.Join(dir, "vmm.log"),

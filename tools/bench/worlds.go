@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	_ "embed"
 	"flag"
@@ -15,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"sandfs/fs/client"
 )
 
 // worldsPy is the guest's half: python3 in the guest times the file
@@ -76,7 +73,7 @@ func worldsMain(args []string) int {
 	}
 	defer os.RemoveAll(*scratch)
 	clock := initClock()
-	r := &run{clock: clock, h: &host{kernel: *kernel, rootfs: filepath.Join(*templates, "base.ext4"), dir: *scratch}, n: 3, log: os.Stderr}
+	r := &run{clock: clock, h: newHost(*kernel, filepath.Join(*templates, "base.ext4"), *scratch), n: 3, log: os.Stderr}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	started, load0 := time.Now(), loadavg()
@@ -175,20 +172,9 @@ func (r *run) worldsSandfs(ctx context.Context, o worldsOpts, lower string, res 
 	if _, err := d.newSandbox("wb", fmt.Sprintf("world=w mem=%dM", o.mem)); err != nil {
 		return fmt.Errorf("new: %w", err)
 	}
-	sh := func(script string, w io.Writer) error {
-		var errb bytes.Buffer
-		st, err := d.c.Exec(ctx, "wb", client.ExecOptions{Argv: []string{"sh", "-c", script}, Stdout: w, Stderr: &errb})
-		if err == nil && st.ExitCode() != 0 {
-			err = fmt.Errorf("%q: %s: %s", script, st.Line, tail(errb.Bytes()))
-		}
+	sh := func(script string, w io.Writer) error { return d.guestSh(ctx, "wb", script, w) }
+	if err := d.waitGuest(ctx, "wb", "test -e /workspace/bench/big.bin"); err != nil {
 		return err
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for sh("test -e /workspace/bench/big.bin", io.Discard) != nil {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sandbox wb: no /workspace/bench after 3m")
-		}
-		time.Sleep(time.Second)
 	}
 	r.progress("  guest up; the same tree on the guest's disk (/root/bench, ext4)")
 	gen := fmt.Sprintf("python3 /workspace/worlds.py gen /root/bench %d %d %d %d", o.dirs, o.files, o.size, o.big)

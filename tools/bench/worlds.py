@@ -9,7 +9,7 @@
 #
 # and progress lines starting with "# ". Cold rows drop the guest's page
 # cache first (sync, drop_caches 3), so that a local disk's figures are its
-# disk's, not its memory's; a 9P mount with cache=none caches nothing.
+# disk's, not its memory's, and a 9P mount's (cache=loose) the host's files.
 import os, stat, sys, time
 
 PASSES = 3

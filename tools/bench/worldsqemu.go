@@ -16,14 +16,15 @@ import (
 
 // qemuInit is PID 1 of the QEMU guest (no agent there: the lab's kernel
 // has no vhost-vsock): it mounts the virtio-9p share with the options
-// sandfs-init uses for /workspace (9P2000.L, cache=none, msize 512 KiB,
+// sandfs-init uses for /workspace (9P2000.L, cache=loose, every write
+// synchronous (sync, MS_SYNCHRONOUS), msize 512 KiB,
 // which the kernel's virtio transport lowers to its own maximum) and runs
 // worlds.py on it; its output goes to the serial console.
 const qemuInit = `#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mkdir -p /mnt/w
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,access=any,cache=none w /mnt/w || echo "# sbench-fail mount"
+mount -t 9p -o sync,trans=virtio,version=9p2000.L,msize=524288,access=any,cache=loose w /mnt/w || echo "# sbench-fail mount"
 python3 /mnt/w/worlds.py %d %d qemu9p=/mnt/w/bench 2>&1 || echo "# sbench-fail python"
 sync
 exec sleep 3600

@@ -38,7 +38,7 @@ func (res worldsResult) rate(row, label, unit string) (float64, bool) {
 // worldsTable is the report's table: each target's rate and the ratios
 // of /workspace to the guest's disk and to QEMU's virtio-9p.
 func worldsTable(res worldsResult, qemu bool) *table {
-	t := &table{title: "/workspace (sandfs 9P over vsock) against the guest's own ext4 disk and QEMU's virtio-9p",
+	t := &table{title: "/workspace (sandfs virtio-9p) against the guest's own ext4 disk and QEMU's virtio-9p",
 		head: []string{"operation", "unit", "guest ext4", "/workspace", "QEMU virtio-9p", "**/workspace ÷ ext4**", "**/workspace ÷ QEMU 9p**"}}
 	cell := func(v float64, ok bool) string {
 		if !ok {
@@ -62,10 +62,10 @@ func worldsTable(res worldsResult, qemu bool) *table {
 		t.add(row.what, row.unit, cell(e, eok), cell(w, wok), cell(q, qok), div(w, e, eok && wok), div(w, q, qok && wok))
 	}
 	t.notes = append(t.notes,
-		"Cold rows drop the guest's page cache first (sync; drop_caches 3), so ext4 reads come from the sandbox's disk (virtio-blk, its layer file in the host's page cache) and both 9P mounts from the host's files (cache=none: a 9P mount caches nothing, warm or cold). Cold rows are the median of 3 passes; warm, create and copy-up rows one pass each.",
-		"sandfs: the daemon's world (fs/ninep over vsock, trans=fd, msize 512 KiB) over a lower on the lab's tmpfs; the ext4 tree, of the same shape, is made by worlds.py in /root/bench of the same guest (the sandbox's disk).")
+		"Cold rows drop the guest's page cache first (sync; drop_caches 3), so ext4 reads come from the sandbox's disk (virtio-blk, its layer file in the host's page cache) and both 9P mounts from the host's files; warm rows come from each guest's caches (both 9P mounts are cache=loose with synchronous writes, as /workspace is: docs/worlds.md, Cache mode). Cold rows are the median of 3 passes; warm, create and copy-up rows one pass each.",
+		"sandfs: the daemon's world (fs/ninep, iounit 0) through the VMM's virtio-9p device (vmm/virtio/p9, trans=virtio, msize 500 KiB) over a lower on the lab's tmpfs; the ext4 tree, of the same shape, is made by worlds.py in /root/bench of the same guest (the sandbox's disk).")
 	if qemu {
-		t.notes = append(t.notes, "QEMU: microvm, same kernel, image, memory and vCPU count; `-fsdev local,security_model=none` of another copy of the tree on the same tmpfs, `virtio-9p-device`, mounted 9P2000.L, cache=none, msize 512 KiB (the kernel's virtio transport lowers it to its maximum).")
+		t.notes = append(t.notes, "QEMU: microvm, same kernel, image, memory and vCPU count; `-fsdev local,security_model=none` of another copy of the tree on the same tmpfs, `virtio-9p-device`, mounted 9P2000.L, cache=loose and sync as /workspace, msize 512 KiB (the kernel's virtio transport lowers it to its maximum).")
 	}
 	return t
 }

@@ -40,6 +40,9 @@ type Options struct {
 	CPUs    int      // default 2 (SANDFS_LAB_CPUS)
 	Forward []Forward
 	Timeout time.Duration // 0: none
+	// StateDisk is a host image (OpenStateDisk's, locked by the caller)
+	// attached as a virtio-blk drive with serial StateSerial; "" none.
+	StateDisk string
 
 	Stdout, Stderr io.Writer // default os.Stdout, os.Stderr
 	Stdin          io.Reader // nil: /dev/null; else copied to the command (a pipe, not a terminal)
@@ -148,6 +151,10 @@ func runOnce(ctx context.Context, o Options) (Result, error) {
 	qc.Stdout = con // -serial stdio: the kernel console
 	qc.Stderr = con.tail
 	qc.WaitDelay = 5 * time.Second
+	// Its own process group: a Ctrl-C at the terminal reaches this
+	// process, which ends QEMU through ctx (lab serve first lets the
+	// daemon inside stop), not QEMU directly.
+	qc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	o.logf("%s accel=%s smp=%d mem=%dMiB repo=%s", qemu, accel, o.CPUs, o.MemMiB, o.Repo)
 	start = time.Now()
 	if err := qc.Start(); err != nil {

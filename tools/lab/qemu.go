@@ -189,6 +189,10 @@ func qemuArgs(o *Options, accel, cpu string, khz int, initrd string, ports []*se
 		"-device", "virtio-rng-pci",
 		"-device", "virtio-serial-pci,id=vser",
 	}
+	if o.StateDisk != "" {
+		args = append(args, "-drive", "if=none,id=state,format=raw,cache=writeback,discard=unmap,file="+strings.ReplaceAll(o.StateDisk, ",", ",,"),
+			"-device", "virtio-blk-pci,drive=state,serial="+StateSerial)
+	}
 	for i, p := range ports {
 		args = append(args,
 			"-chardev", fmt.Sprintf("socket,id=c%d,path=%s", i, p.ln.Addr().String()),

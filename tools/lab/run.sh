@@ -50,7 +50,8 @@ if bin/sandfs probe -q >/dev/null; then
 	for _ in $(seq 1 60); do [ -s "$keyfile" ] && break; sleep 0.5; done
 else
 	echo "== sandfs: this host cannot run guests natively, so sandfs runs INSIDE THE LAB (QEMU TCG, slower); 9P port $p9 forwarded to 127.0.0.1"
-	# The lab's state is new at each start: its E2B key is kept here.
+	echo "== its state (sandboxes, snapshots, templates) is on the host in ${SANDFS_LAB_STATE:-${SANDFS_CACHE:-/var/cache/sandfs}/lab/state.ext4}; Ctrl-C pauses running sandboxes to disk there"
+	# The daemon's E2B key is given to it from here.
 	keyfile=$repo/build/lab/e2b-key
 	if [ ! -s "$keyfile" ]; then
 		mkdir -p "$(dirname "$keyfile")"

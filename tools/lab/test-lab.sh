@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CGO_ENABLED=0
 
-list=test/lab-packages
+list=${SANDFS_LAB_PACKAGES:-test/lab-packages} # another list: to try this script
 [ -f "$list" ] || { echo "test-lab: missing $list" >&2; exit 1; }
 # Others may have their own binaries in bin/tests: overwrite only ours, and
 # use a manifest private to this run.
@@ -38,22 +38,50 @@ echo "test-lab: running $(wc -l < "$manifest") test binaries in one lab boot"
 # runlab runs the binaries of manifest $1 in one lab boot, its output also
 # kept in $out.
 out=bin/tests/lab-out.$$
-trap 'rm -f "$manifest" "$manifest.rest" "$manifest.rest.new" "$out"' EXIT
+trap 'rm -f "$manifest" "$manifest.rest" "$manifest.rest.new" "$out" "$out.hung" "$out.pid" "$out.rc"' EXIT
+# A lab that prints nothing for $silence seconds is taken as hung and
+# ended (below). Nothing in a test binary's -test.v output stays quiet that
+# long; a hung lab's kernel, which QEMU keeps busy with no output and where
+# the binaries' own -test.timeout never fires, did (2026-12-02: silent for
+# 30 min in vmm/virtio/labtest, its console quiet too).
+silence=${SANDFS_LAB_SILENCE:-900}
 runlab() {
 	start=$(date +%s)
+	rm -f "$out.hung" "$out.pid" "$out.rc"
 	set +e
-	bin/sandfs lab -e SANDFS_LAB_TEST_TIMEOUT="${SANDFS_LAB_TEST_TIMEOUT:-30m}" ${SANDFS_LAB_FLAGS:-} -- /bin/sh /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$1" 2>&1 | tee "$out"
-	rc=${PIPESTATUS[0]}
+	( bin/sandfs lab -e SANDFS_LAB_TEST_TIMEOUT="${SANDFS_LAB_TEST_TIMEOUT:-30m}" ${SANDFS_LAB_FLAGS:-} -- /bin/bash /opt/sandfs/tools/lab/run-tests.sh "/opt/sandfs/$1" 2>&1 &
+	  echo $! > "$out.pid"; wait $!; echo $? > "$out.rc" ) | tee "$out" &
+	pipe=$!
+	( while sleep 15; do
+		lab=$(cat "$out.pid" 2>/dev/null) || continue
+		kill -0 "$lab" 2>/dev/null || break
+		idle=$(($(date +%s) - $(stat -c %Y "$out")))
+		if [ $idle -ge "$silence" ]; then
+			echo "test-lab: THE LAB PRINTED NOTHING FOR ${idle}s: taken as hung and ended" | tee "$out.hung"
+			kill -TERM "$lab"
+			break
+		fi
+	done ) &
+	watcher=$!
+	wait $pipe
+	kill $watcher 2>/dev/null
+	wait $watcher 2>/dev/null
+	rc=$(cat "$out.rc" 2>/dev/null || echo 125)
 	set -e
 	echo "test-lab: lab exited $rc after $(($(date +%s) - start))s"
+	sed -n '/^=== lab digest$/,/^=== end of lab digest$/{//!p}' "$out" >> "$digest"
 }
+# The digest (failed tests with their last messages, and reruns) of every
+# boot, which make test prints again at its very end.
+digest=bin/tests/lab-digest.txt
+: > "$digest"
 runlab "$manifest"
 
 # The lab's own kernel (Linux under QEMU's TCG, running nested KVM) dies
 # now and then whatever ran in it: it oopses in generic code (cgroup rstat,
 # the scheduler, seccomp, a double fault in the page-fault handler), or it
 # resets silently and QEMU, run with -no-reboot, exits without the
-# command's status (docs/lab.md "QEMU"). That is an infrastructure failure
+# command's status (docs/lab.md "QEMU"), or it hangs (above). That is an infrastructure failure
 # that ends the boot (exit 125) with no verdict on the binaries not yet
 # run. Then the binaries without a verdict (the interrupted one included)
 # run again in a new boot, at most twice; a test that failed stays failed,
@@ -67,6 +95,9 @@ for retry in 1 2; do
 		grep -a -m 12 -E 'BUG: |Oops:|RIP: |Comm: |double fault' "$con" || true
 	elif grep -q '^sandfs lab: guest exited without reporting a status: qemu exited' "$out"; then
 		echo "test-lab: THE LAB'S OWN KERNEL RESET SILENTLY (QEMU exited; $con)"
+	elif [ -s "$out.hung" ]; then
+		echo "test-lab: THE LAB HUNG (no output for ${silence}s; $con)"
+		echo "lab hung: no output for ${silence}s; the binaries without a verdict run again" >> "$digest"
 	else
 		break
 	fi

@@ -42,6 +42,8 @@ func runLab(args []string) int {
 	timeout := fs.Duration("timeout", 0, "kill the lab after this long (0: never)")
 	stdin := fs.Bool("i", false, "pass stdin to the command (as a pipe, not a terminal; default /dev/null)")
 	verbose := fs.Bool("v", false, "show progress and the kernel console on stderr")
+	stateGiB := fs.Int("state-size", lab.DefaultStateSize>>30, "-disk's size in GiB (sparse; a smaller image is grown)")
+	disk := fs.String("disk", "", "attach this ext4 image on the host (made if missing; checked, locked: one lab at a time) as the virtio-blk drive with serial "+lab.StateSerial+"; lab serve keeps the daemon's state on it (default there: $SANDFS_LAB_STATE, else state.ext4 under the cache dir), a command mounts it itself, e.g. mount /dev/vda /mnt (default there: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: sandfs lab [flags] -- CMD [ARGS...]\n       sandfs lab serve [flags] [-- SERVE-ARGS...]")
 		fs.PrintDefaults()
@@ -61,21 +63,37 @@ func runLab(args []string) int {
 	}
 	o := lab.Options{Repo: repo, Args: fs.Args(), Env: env, Dir: labDir(repo, *dir),
 		MemMiB: *mem, CPUs: *cpus, Forward: forwards, Timeout: *timeout}
+	if *verbose {
+		o.Log = os.Stderr
+		o.Console = os.Stderr
+	}
+	if serve && *disk == "" {
+		*disk = lab.DefaultStateImage()
+	}
+	if *disk != "" {
+		d, err := lab.OpenStateDisk(*disk, int64(*stateGiB)<<30, func(f string, a ...any) {
+			fmt.Fprintf(os.Stderr, "sandfs lab: "+f+"\n", a...)
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
+			return 125
+		}
+		defer d.Close()
+		o.StateDisk = d.Path
+	}
 	if serve {
 		if err := serveInLab(&o); err != nil {
 			fmt.Fprintf(os.Stderr, "sandfs %v\n", err)
 			return 125
 		}
-	} else if len(o.Args) == 0 {
+		return serveLab(o, *verbose)
+	}
+	if len(o.Args) == 0 {
 		fs.Usage()
 		return 2
 	}
 	if *stdin {
 		o.Stdin = os.Stdin
-	}
-	if *verbose {
-		o.Log = os.Stderr
-		o.Console = os.Stderr
 	}
 	return bootLab(o, *verbose)
 }
@@ -121,11 +139,52 @@ func serveInLab(o *lab.Options) error {
 		return err
 	}
 	guestToken := lab.GuestRepo + "/" + lab.ServeTokenPath
-	o.Args = append([]string{lab.GuestRepo + "/bin/sandfs", "serve", "--listen", "tcp:0.0.0.0:5640",
-		"--state", "/tmp/sandfs-state", "--token-file", guestToken, "--mount="}, o.Args...)
-	fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab; 9P at 127.0.0.1:%d (token in %s); Ctrl-C stops\n",
-		p9, tokenFile)
+	o.Args = lab.ServeCommand(append([]string{lab.GuestRepo + "/bin/sandfs", "serve", "--listen", "tcp:0.0.0.0:5640",
+		"--token-file", guestToken}, o.Args...))
+	fmt.Fprintf(os.Stderr, "sandfs lab serve: daemon inside the lab, its state on %s; 9P at 127.0.0.1:%d (token in %s); Ctrl-C stops\n",
+		o.StateDisk, p9, tokenFile)
 	return nil
+}
+
+// serveStopGrace bounds a lab serve's orderly stop (its running
+// sandboxes paused to disk, the daemon ended, the state disk unmounted)
+// before QEMU is killed.
+const serveStopGrace = 2 * time.Minute
+
+// serveLab runs the lab serve command o until it ends or SIGINT/SIGTERM,
+// which close its stdin (the orderly stop, lab.ServeCommand) and end QEMU
+// only if the lab is still up serveStopGrace later.
+func serveLab(o lab.Options, verbose bool) int {
+	stopR, stopW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandfs lab serve: %v\n", err)
+		return 125
+	}
+	defer stopR.Close()
+	o.Stdin = stopR
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(os.Stderr, "sandfs lab serve: stopping: running sandboxes are paused to disk, then the daemon and the lab end")
+		stopW.Close()
+		select {
+		case <-time.After(serveStopGrace):
+			fmt.Fprintf(os.Stderr, "sandfs lab serve: the lab did not stop within %v; killing it\n", serveStopGrace)
+			cancel()
+		case <-done:
+		}
+	}()
+	return runLabCtx(ctx, o, verbose)
 }
 
 // bootLab runs o in the lab until it ends or SIGINT/SIGTERM, and returns
@@ -133,6 +192,12 @@ func serveInLab(o *lab.Options) error {
 func bootLab(o lab.Options, verbose bool) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runLabCtx(ctx, o, verbose)
+}
+
+// runLabCtx runs o in the lab until it ends or ctx does, and returns the
+// command's exit status (125 if the lab failed).
+func runLabCtx(ctx context.Context, o lab.Options, verbose bool) int {
 	start := time.Now()
 	res, err := lab.Run(ctx, o)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"sandfs/fs/fusefs"
 	"sandfs/fs/ninep"
 	"sandfs/vmm/probe"
+	"sandfs/vmm/vmmproc"
 )
 
 func init() {
@@ -69,6 +70,9 @@ func runServe(args []string) int {
 	e2bAddr := fl.String("e2b", "", "also serve the E2B API (REST and envd, package e2b) on this TCP address, e.g. 127.0.0.1:3000; \"\" for none")
 	e2bKeys := fl.String("e2b-keys", "", "E2B API keys, one a line: KEY UID[:GID], the tree owner it acts as (0 for root; required). Default: $SANDFS_E2B_KEY, else STATE/e2b-key, generated and printed if missing; both the operator's, acting as root")
 	resolver := fl.String("resolver", os.Getenv("SANDFS_RESOLVER"), "the host's DNS resolver, HOST:PORT (UDP), that sandboxes' resolvers forward allowed names to (default: $SANDFS_RESOLVER, else the first nameserver of /etc/resolv.conf)")
+	var retain ctl.Retention
+	fl.IntVar(&retain.Keep, "snapshot-keep", 0, "keep at most this many snapshots of each sandbox, the newest; older ones are removed as rm removes them, except one a sandbox stands on (docs/snapshots.md \"Retention\"); 0: no limit")
+	fl.DurationVar(&retain.MaxAge, "snapshot-max-age", 0, "remove snapshots older than this (e.g. 168h), with the same exceptions; 0: no limit")
 	vmmUIDs := ctl.DefaultVMMIDs
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {
@@ -76,7 +80,7 @@ func runServe(args []string) int {
 	}
 	mountGiven := false
 	fl.Visit(func(f *flag.Flag) { mountGiven = mountGiven || f.Name == "mount" })
-	if fl.NArg() != 0 {
+	if fl.NArg() != 0 || retain.Keep < 0 || retain.MaxAge < 0 {
 		fmt.Fprintln(os.Stderr, "usage: sandfs serve [flags]")
 		fl.PrintDefaults()
 		return 2
@@ -92,7 +96,7 @@ func runServe(args []string) int {
 	if err := serve(log, serveConfig{
 		state: *state, listens: listens, mount: *mnt, mountOptional: !mountGiven, tokenFile: *tokenFile,
 		kernel: *kernel, templates: *templates, vmmUIDs: vmmUIDs, group: *group,
-		e2b: *e2bAddr, e2bKeys: *e2bKeys, resolver: *resolver,
+		e2b: *e2bAddr, e2bKeys: *e2bKeys, resolver: *resolver, retain: retain,
 	}); err != nil {
 		log.Error("serve: " + err.Error())
 		return 1
@@ -113,6 +117,7 @@ type serveConfig struct {
 	resolver      string // --resolver, "" for /etc/resolv.conf's
 	e2b           string // --e2b address, "" for none
 	e2bKeys       string // --e2b-keys file
+	retain        ctl.Retention
 }
 
 // serve runs the daemon until SIGINT or SIGTERM: the control plane and
@@ -136,6 +141,10 @@ func serve(log *slog.Logger, c serveConfig) error {
 		return fmt.Errorf("state %s: %w", c.state, err)
 	}
 	plane.SetNoRuntimeReason(noRuntime)
+	if c.retain != (ctl.Retention{}) {
+		plane.SetRetention(c.retain)
+		log.Info("serve: snapshot retention", "keep", c.retain.Keep, "max_age", c.retain.MaxAge)
+	}
 	plane.SetWorldOpener(ctlfs.OpenWorld)
 	defer plane.Close()
 	tree := ctlfs.New(plane, log)
@@ -199,17 +208,27 @@ func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime stri
 		noRuntime = "no guest kernel: " + err.Error()
 	} else {
 		vr := ctl.NewVMMRuntime(c.kernel, c.templates, log)
+		vr.Binary = vmmproc.FindBinary() // bin/sandfs-vmm; "": this binary's `vmm`
 		vr.CacheDir = filepath.Join(c.state, "templates")
 		vr.Detached = true // sandboxes outlive the daemon; the next one re-attaches them
 		withNetworks(log, vr, c.resolver)
 		if err := vr.UseIDs(c.vmmUIDs); err != nil {
 			return nil, "", err
 		}
-		log.Info("serve: VMM runtime", "kernel", c.kernel, "templates", c.templates)
+		log.Info("serve: VMM runtime", "kernel", c.kernel, "templates", c.templates, "vmm", vmmBinaryName(vr.Binary))
 		return vr, "", nil
 	}
 	log.Warn("serve: no VMM runtime, sandboxes cannot be created: " + noRuntime)
 	return nil, noRuntime, nil
+}
+
+// vmmBinaryName is what the log says runs as each VMM: bin, else this
+// binary's `vmm` subcommand.
+func vmmBinaryName(bin string) string {
+	if bin != "" {
+		return bin
+	}
+	return "sandfs vmm (no " + vmmproc.BinaryName + " beside this binary: make build)"
 }
 
 // listeners are the daemon's 9P listeners, each served by its own

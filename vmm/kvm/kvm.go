@@ -10,7 +10,8 @@
 // Errors: every wrapper returns the raw errno wrapped with the ioctl's
 // kernel name ("KVM_RUN: interrupted system call"); callers test with
 // errors.Is(err, unix.EINTR). KVM_RUN is never retried here: its EINTR is how
-// a kicked vCPU reaches the run loop.
+// a kicked vCPU reaches the run loop. KVM_CREATE_VM runs with
+// signals blocked instead (System.CreateVM).
 package kvm
 
 import (

@@ -143,3 +143,47 @@ func TestKick(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateVMUnderSignals: KVM_CREATE_VM on a thread that signals keep
+// interrupting (as Go's preemption does with SIGURG), in a process with
+// many mappings (its MMU notifier registration takes every mapping's
+// lock and gives up on a pending signal), still creates every VM.
+func TestCreateVMUnderSignals(t *testing.T) {
+	s := needKVM(t)
+	// Many mappings that cannot merge: alternate protections.
+	for i := 0; i < 20000; i++ {
+		prot := unix.PROT_READ
+		if i%2 == 0 {
+			prot |= unix.PROT_WRITE
+		}
+		m, err := unix.Mmap(-1, 0, 4096, prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Munmap(m) })
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid, pid := unix.Gettid(), unix.Getpid()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				unix.Tgkill(pid, tid, unix.SIGURG)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := 0; i < 50; i++ {
+		vm, err := s.CreateVM()
+		if err != nil {
+			t.Fatalf("VM %d: %v", i, err)
+		}
+		vm.Close()
+	}
+}

@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -55,9 +56,17 @@ func (s *System) VCPUMmapSize() (int, error) {
 	return int(r), err
 }
 
-// CreateVM creates a VM (machine type 0, the default).
+// CreateVM creates a VM (machine type 0, the default). KVM_CREATE_VM
+// fails with EINTR when a signal is pending while it registers the VM's
+// MMU notifier (mm_take_all_locks, longer the more mappings the process
+// has), and a Go process gets SIGURG for goroutine preemption at any
+// time (seen in the lab: "KVM_CREATE_VM: interrupted system call"). So
+// the calling thread blocks every signal for the ioctl; one that arrives
+// meanwhile is delivered after.
 func (s *System) CreateVM() (*VM, error) {
-	r, err := ioctl(s.fd, "KVM_CREATE_VM", kvmCreateVM, 0)
+	r, err := withSignalsBlocked(func() (uintptr, error) {
+		return ioctl(s.fd, "KVM_CREATE_VM", kvmCreateVM, 0)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -92,4 +101,22 @@ func (s *System) MSRIndexList() ([]uint32, error) {
 		return nil, err
 	}
 	return append([]uint32(nil), buf[1:1+buf[0]]...), nil
+}
+
+// withSignalsBlocked runs f on the current OS thread with every signal
+// blocked (SIGKILL and SIGSTOP cannot be), then restores the thread's
+// mask.
+func withSignalsBlocked(f func() (uintptr, error)) (uintptr, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	all := unix.Sigset_t{}
+	for i := range all.Val {
+		all.Val[i] = ^uint64(0)
+	}
+	var old unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &all, &old); err != nil {
+		return 0, fmt.Errorf("blocking signals: %w", err)
+	}
+	defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	return f()
 }

@@ -98,8 +98,10 @@ type testMachine struct {
 }
 
 // newTestMachine makes the machine with code loaded at codeAddr.
-func newTestMachine(sys *kvm.System, code []byte) (m *testMachine, err error) {
-	m = &testMachine{}
+func newTestMachine(sys *kvm.System, code []byte) (_ *testMachine, err error) {
+	// m, not the result: an error return sets the result to nil before
+	// the deferred close runs.
+	m := &testMachine{}
 	defer func() {
 		if err != nil {
 			m.close()

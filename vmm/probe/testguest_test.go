@@ -28,3 +28,12 @@ func TestTestGuestRuns(t *testing.T) {
 	t.Logf("test guest: %.3g loop iter/s, %.3g PIO exits/s (%.1f µs/exit)",
 		r.LoopsPerSec(), r.ExitsPerSec(), 1e6/r.ExitsPerSec())
 }
+
+// TestTestGuestNoMachine: a machine that cannot be made is an error, not a
+// panic in its own clean-up (a zero System's fd is 0, not a KVM fd, so
+// KVM_CREATE_VM fails). Runs anywhere.
+func TestTestGuestNoMachine(t *testing.T) {
+	if _, err := probe.RunTestGuest(new(kvm.System), 1, 1, time.Second); err == nil {
+		t.Fatal("RunTestGuest on a non-KVM fd: no error")
+	}
+}

@@ -30,6 +30,7 @@ const (
 	IDNet   = 1
 	IDBlock = 2
 	IDRNG   = 4
+	ID9P    = 9 // VIRTIO_ID_9P
 	IDVsock = 19
 )
 

@@ -173,6 +173,17 @@ func (q *Queue) Pop() (c *Chain, ok bool, err error) {
 // buffer it could not fill yet).
 func (q *Queue) Undo(n uint16) { q.NextAvail -= n }
 
+// Rewalk resolves the chain at head again, for a device that held chains
+// across a save and restore: until the device returns a chain, its
+// descriptors are the device's and the driver does not change them. The
+// chain is checked as Pop checks it.
+func (q *Queue) Rewalk(head uint16) (*Chain, error) {
+	if !q.Live() {
+		return nil, fmt.Errorf("%w: queue not live", ErrBadChain)
+	}
+	return q.walk(head)
+}
+
 func (q *Queue) walk(head uint16) (*Chain, error) {
 	if head >= q.Size {
 		return nil, fmt.Errorf("%w: head %d >= size %d", ErrBadChain, head, q.Size)

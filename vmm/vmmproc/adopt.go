@@ -185,10 +185,11 @@ func find(socket string) (*Process, error) {
 // is what Launch wrote (<socket>.json), so Config() has no client side
 // (Binary, Console, LogFile...). An adopted process's end is seen through
 // a pidfd, its exit status is not known (Wait gives ExitStopped after
-// Stop, else ExitError); its stderr went to the daemon that started it,
-// so vmm.log gets no more lines. Adopt never leaves a process behind on
-// error: one whose control does not answer by ctx's end is killed, one
-// whose machine has ended is stopped; ErrGone says none was found.
+// Stop, else ExitError); its stderr, which went to the daemon that
+// started it, reaches vmm.log again once ReadLog opens its named pipe.
+// Adopt never leaves a process behind on error: one whose control does
+// not answer by ctx's end is killed, one whose machine has ended is
+// stopped; ErrGone says none was found.
 func Adopt(ctx context.Context, socket string) (*Process, error) {
 	p, err := find(socket)
 	if err != nil {

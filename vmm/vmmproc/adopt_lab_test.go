@@ -33,7 +33,7 @@ func TestAdoptDetached(t *testing.T) {
 		t.Errorf("adopted pid %d; the parent launched %d", p.Pid(), pid)
 	}
 	// The guest goes on ticking with its parent gone.
-	waitFile(t, cfg.Console, "tick 3\r\n", bootTimeout)
+	waitConsole(t, p, cfg, "tick 3\r\n", bootTimeout)
 	if err := p.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -203,6 +203,9 @@ func jailChild(cfgJSON string) {
 		fmt.Println("jail child: bad config:", err)
 		os.Exit(3)
 	}
+	if dev := os.Getenv("SANDFS_TEST_KVM"); dev != "" {
+		kvmDevice = dev
+	}
 	if err := enterJail(&cfg); err != nil {
 		fmt.Println("jail child:", err)
 		os.Exit(3)

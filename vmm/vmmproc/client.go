@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,14 @@ type Process struct {
 	err     error          // valid after exited
 	stderr  *tailbuf.Buffer
 	logFile *os.File // the VMM's stderr log, closed after the process is reaped
+	// log is where the process's stderr goes (its tail, and logFile);
+	// nil for an adopted process.
+	log io.Writer
+	// logPipe is the read end of a Detached process's stderr (its
+	// named pipe, logpipe.go), copied to log until logCopied is closed;
+	// both nil otherwise.
+	logPipe   *os.File
+	logCopied <-chan struct{}
 }
 
 // DefaultStopTimeout bounds Stop when the context has no deadline.

@@ -28,6 +28,7 @@ type Config struct {
 	RNG   bool         `json:",omitempty"` // virtio-rng
 	Net   *NetConfig   `json:",omitempty"` // virtio-net
 	Vsock *VsockConfig `json:",omitempty"` // virtio-vsock
+	P9    *P9Config    `json:",omitempty"` // virtio-9p (needs Vsock)
 
 	// Labels are the launcher's notes on the machine (e.g. the identity
 	// of its disk's base image), written with the config and read back
@@ -35,7 +36,7 @@ type Config struct {
 	Labels map[string]string `json:",omitempty"`
 
 	// Client side (Launch), not used by the process itself:
-	Binary  string   `json:"-"` // the sandfs binary; default: this executable
+	Binary  string   `json:"-"` // the VMM binary (sandfs-vmm, or sandfs: run as "vmm -config FILE"); default: this executable
 	Socket  string   `json:"-"` // control socket path (Launch creates it)
 	Console string   `json:"-"` // console log file (Launch opens it for append)
 	LogFile string   `json:"-"` // the process's stderr (default: discarded after the tail is kept)
@@ -76,6 +77,15 @@ type VsockConfig struct {
 	UDS string
 }
 
+// P9Config is the virtio-9p transport device (vmm/virtio/p9): the guest
+// mounts Tag with trans=virtio, and the device carries the 9P frames to
+// the unix socket "<Vsock.UDS>_<Port>", the one a guest's vsock
+// connection to host port Port reaches (so the jail needs nothing more).
+type P9Config struct {
+	Tag  string
+	Port uint32
+}
+
 // JailConfig confines the VMM process. Namespaces and the cgroup are set
 // up by Launch (it needs root); the root (jail.go) is built by the process
 // before it opens anything inside it; Seccomp and the uid/gid switch are
@@ -110,6 +120,9 @@ func (c *Config) validate() error {
 	}
 	if c.CPUs < 1 {
 		return fmt.Errorf("config: %d vCPUs", c.CPUs)
+	}
+	if c.P9 != nil && c.Vsock == nil {
+		return fmt.Errorf("config: virtio-9p without vsock (its socket is <Vsock.UDS>_<port>)")
 	}
 	return nil
 }

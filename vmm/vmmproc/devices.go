@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 
 	"sandfs/vmm"
 	"sandfs/vmm/bus"
 	"sandfs/vmm/virtio"
 	"sandfs/vmm/virtio/blk"
 	vnet "sandfs/vmm/virtio/net"
+	"sandfs/vmm/virtio/p9"
 	"sandfs/vmm/virtio/rng"
 	"sandfs/vmm/virtio/vsock"
 )
@@ -21,10 +23,12 @@ type virtioDevice interface {
 	Close() error
 }
 
-// addVirtio adds dev (made by mk for its slot) with the standard hooks:
-// pause/resume the transport, typed save/restore through JSON, close.
+// addVirtioDev adds dev (made by mk for its slot) with the standard
+// hooks: pause/resume the transport, typed save/restore through JSON,
+// close. A snapshot without the device's state is an error at restore,
+// unless stateOptional: then the device stays as new (reset).
 func addVirtioDev[D virtioDevice, S any](m *vmm.Machine, name string, mk func(vmm.VirtioSlot) (D, error),
-	save func(D) S, restore func(D, S) error, closeExtra func() error) error {
+	save func(D) S, restore func(D, S) error, closeExtra func() error, stateOptional bool) error {
 	var dev D
 	_, err := m.AddVirtio(func(s vmm.VirtioSlot) (bus.MMIODevice, error) {
 		var err error
@@ -42,6 +46,9 @@ func addVirtioDev[D virtioDevice, S any](m *vmm.Machine, name string, mk func(vm
 		Resume: func() { dev.Transport().Resume() },
 		Save:   func() (any, error) { return save(dev), nil },
 		Restore: func(b []byte) error {
+			if b == nil && stateOptional {
+				return nil
+			}
 			if b == nil {
 				return fmt.Errorf("no saved state")
 			}
@@ -64,7 +71,7 @@ func addVirtioDev[D virtioDevice, S any](m *vmm.Machine, name string, mk func(vm
 }
 
 // addDevices adds the virtio devices of cfg, in a fixed order (disks, net,
-// vsock, rng) so that a restore gets the same slots and command line. It
+// vsock, rng, 9p) so that a restore gets the same slots and command line. It
 // returns the copy-on-write disks, by index in cfg.Disks (nil for a disk
 // without an overlay), for the control's clonedisk.
 func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
@@ -85,7 +92,7 @@ func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
 			func(s vmm.VirtioSlot) (*blk.Device, error) {
 				return blk.New(m.Memory(), m.IRQ(), s.IRQ, disk, blk.Config{ReadOnly: d.ReadOnly, ID: d.ID})
 			},
-			(*blk.Device).Save, (*blk.Device).Restore, disk.Close)
+			(*blk.Device).Save, (*blk.Device).Restore, disk.Close, false)
 		if err != nil {
 			disk.Close()
 			return nil, err
@@ -108,7 +115,7 @@ func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
 			func(s vmm.VirtioSlot) (*vnet.Device, error) {
 				return vnet.New(m.Memory(), m.IRQ(), s.IRQ, tap, nc), nil
 			},
-			(*vnet.Device).Save, (*vnet.Device).Restore, nil); err != nil {
+			(*vnet.Device).Save, (*vnet.Device).Restore, nil, false); err != nil {
 			return nil, err
 		}
 	}
@@ -118,16 +125,33 @@ func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
 				os.Remove(cfg.Vsock.UDS)
 				return vsock.New(m.Memory(), m.IRQ(), s.IRQ, vsock.Config{GuestCID: uint64(cfg.Vsock.CID), UDS: cfg.Vsock.UDS})
 			},
-			(*vsock.Device).Save, (*vsock.Device).Restore, nil); err != nil {
+			(*vsock.Device).Save, (*vsock.Device).Restore, nil, false); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.RNG {
 		if err := addVirtioDev(m, "rng0",
 			func(s vmm.VirtioSlot) (*rng.Device, error) { return rng.New(m.Memory(), m.IRQ(), s.IRQ), nil },
-			(*rng.Device).Save, (*rng.Device).Restore, nil); err != nil {
+			(*rng.Device).Save, (*rng.Device).Restore, nil, false); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.P9 != nil {
+		if err := addP9(m, cfg); err != nil {
 			return nil, err
 		}
 	}
 	return cows, nil
+}
+
+// addP9 adds the virtio-9p device of cfg. A snapshot saved without one
+// (its guest booted before the device existed, and never saw it) leaves
+// the restored device as the guest knows it: absent, reset.
+func addP9(m *vmm.Machine, cfg *Config) error {
+	sock := cfg.Vsock.UDS + "_" + strconv.FormatUint(uint64(cfg.P9.Port), 10)
+	return addVirtioDev(m, "9p0",
+		func(s vmm.VirtioSlot) (*p9.Device, error) {
+			return p9.New(m.Memory(), m.IRQ(), s.IRQ, p9.Config{Tag: cfg.P9.Tag, Socket: sock})
+		},
+		(*p9.Device).Save, (*p9.Device).Restore, nil, true)
 }

@@ -49,7 +49,9 @@ type jailMount struct {
 }
 
 // kvmDevice is the KVM device the jail shows until the machine exists.
-const kvmDevice = "/dev/kvm"
+// A variable only so that TestJailHost's child can show a stand-in on a
+// host without one.
+var kvmDevice = "/dev/kvm"
 
 // jailMounts lists what the jailed VMM needs, sorted by path; a path
 // inside another listed directory is not listed again (it is visible

@@ -151,7 +151,7 @@ func prepare(cfg *Config, bin string, sp *spawn) (*Process, error) {
 		return nil, err
 	}
 	p := &Process{cmd: command(cfg, bin, args), cfg: *cfg, done: make(chan struct{}), exited: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}}
-	if err := p.logTo(cfg.LogFile); err != nil {
+	if err := p.logTo(cfg.LogFile, sp); err != nil {
 		return nil, err
 	}
 	err = p.joinCgroup(sp)
@@ -216,8 +216,9 @@ func command(cfg *Config, bin string, args []string) *exec.Cmd {
 }
 
 // logTo sends the process's stderr to its tail buffer and, if path is
-// set, to that log file.
-func (p *Process) logTo(path string) error {
+// set, to that log file; a Detached process's through its named pipe
+// (logpipe.go).
+func (p *Process) logTo(path string, sp *spawn) error {
 	var w io.Writer = p.stderr
 	if path != "" {
 		lf, err := openLog(path)
@@ -229,6 +230,10 @@ func (p *Process) logTo(path string) error {
 		// (a guest it logs for, or one that took it over) cannot fill
 		// the disk (logging.go).
 		w = io.MultiWriter(p.stderr, capFile(lf, LogMax, "\n[sandfs: vmm.log truncated]\n"))
+	}
+	p.log = w
+	if p.cfg.Detached {
+		return p.logThroughFIFO(w, sp)
 	}
 	p.cmd.Stderr = w
 	return nil
@@ -300,7 +305,9 @@ func (p *Process) start(sp *spawn) error {
 
 // reap waits for the process and records why it ended.
 func (p *Process) reap() {
-	p.reason, p.err = exitStatus(p.cmd.Wait(), p.cmd.ProcessState, p.stderr.String())
+	werr := p.cmd.Wait()
+	p.waitLog()
+	p.reason, p.err = exitStatus(werr, p.cmd.ProcessState, p.stderr.String())
 	close(p.exited)
 	p.cleanup()
 	close(p.done)
@@ -312,8 +319,8 @@ func (p *Process) reap() {
 func (p *Process) cleanup() {
 	p.sess.close() // requests in flight fail, and check says why
 	var w io.Writer = p.stderr
-	if p.cmd != nil {
-		w = p.cmd.Stderr // after the copy from the process has ended: its log
+	if p.log != nil {
+		w = p.log // after the copy from the process has ended: its log
 	}
 	if err := p.removeCgroup(); err != nil {
 		fmt.Fprintf(w, "vmm client: %v\n", err)
@@ -324,6 +331,7 @@ func (p *Process) cleanup() {
 	os.Remove(p.cfg.Socket)
 	os.Remove(p.cfg.Socket + ".json")
 	os.Remove(p.cfg.Socket + identitySuffix)
+	os.Remove(p.cfg.Socket + logFIFOSuffix)
 	if p.cfg.Jail.UID != 0 && p.cfg.Vsock != nil && p.cfg.Vsock.UDS != "" {
 		// Bound as root, so the VMM could not unlink it after its drop.
 		os.Remove(p.cfg.Vsock.UDS)

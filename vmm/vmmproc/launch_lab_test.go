@@ -54,6 +54,28 @@ func waitFile(t *testing.T, path, s string, d time.Duration) string {
 	}
 }
 
+// waitConsole is waitFile on p's console; if s does not come, p is
+// paused first so that its vmm.log says where each vCPU was (vcpu:
+// paused, rip, rflags, exits), and the log's tail goes with the failure.
+func waitConsole(t *testing.T, p *Process, cfg Config, s string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, _ := os.ReadFile(cfg.Console)
+		if strings.Contains(string(b), s) {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			perr := p.Pause(ctx)
+			cancel()
+			l, _ := os.ReadFile(cfg.LogFile)
+			t.Fatalf("%s has no %q after %v:\n%s\npause: %v; vmm.log:\n%s", cfg.Console, s, d, tail(string(b), 2000), perr, tail(string(l), 3000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestLaunchPauseResumeStop(t *testing.T) {
 	dir := t.TempDir()
 	cfg := launchConfig(t, dir, "ticks")
@@ -64,9 +86,12 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Kill()
-	waitFile(t, cfg.Console, "tick 2\r\n", bootTimeout)
+	waitConsole(t, p, cfg, "tick 2\r\n", bootTimeout)
 	if err := p.Pause(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if l, _ := os.ReadFile(cfg.LogFile); !strings.Contains(string(l), "vcpu: paused") {
+		t.Errorf("vmm.log has no vcpu: paused line after a pause:\n%s", tail(string(l), 2000))
 	}
 	if st, err := p.Status(ctx); err != nil || !strings.HasPrefix(st, "paused ") {
 		t.Errorf("Status = %q, %v; want paused", st, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -127,8 +128,15 @@ func logFloodVMM() {
 // TestVMMLogCapped: the daemon caps vmm.log at LogMax however much the VMM
 // writes to its stderr (a VMM flooding 2×LogMax), counting what the file
 // held from an earlier run, and notes the cut; the VMM is neither blocked
-// nor killed by it (it answers and stops normally).
+// nor killed by it (it answers and stops normally). A Detached VMM's
+// stderr goes through its named pipe (logpipe.go), capped the same.
 func TestVMMLogCapped(t *testing.T) {
+	for _, detached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("detached=%v", detached), func(t *testing.T) { testVMMLogCapped(t, detached) })
+	}
+}
+
+func testVMMLogCapped(t *testing.T, detached bool) {
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +150,7 @@ func TestVMMLogCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := Launch(ctx, Config{Kernel: "unused", MemBytes: 2 << 20, CPUs: 1, Binary: bin,
-		Socket: filepath.Join(dir, "vmm.sock"), LogFile: logPath, Env: []string{logFloodEnv + "=1"}})
+		Socket: filepath.Join(dir, "vmm.sock"), LogFile: logPath, Env: []string{logFloodEnv + "=1"}, Detached: detached})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +160,9 @@ func TestVMMLogCapped(t *testing.T) {
 	<-p.Done()
 	if r, err := p.Wait(); r != vmm.ExitStopped || err != nil {
 		t.Errorf("flooding VMM ended %s, %v; want stopped", r, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "vmm.sock"+logFIFOSuffix)); !os.IsNotExist(err) {
+		t.Errorf("the log pipe after the end: %v; want it removed", err)
 	}
 	b, err := os.ReadFile(logPath)
 	if err != nil {

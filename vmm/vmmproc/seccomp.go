@@ -162,6 +162,8 @@ var allowedSyscalls = []uintptr{
 	unix.SYS_OPENAT, unix.SYS_FSTAT, unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_MKDIRAT,
 	unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_UNLINKAT, unix.SYS_GETDENTS64,
 	unix.SYS_READLINKAT, unix.SYS_FACCESSAT, unix.SYS_FACCESSAT2, unix.SYS_FCHMOD, unix.SYS_FCHOWN,
+	// snapshot.Write starts its files' writeback before their fsyncs.
+	unix.SYS_SYNC_FILE_RANGE,
 }
 
 // bpfAsm assembles classic BPF with forward jumps to labels.

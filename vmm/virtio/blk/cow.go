@@ -55,6 +55,10 @@ type COW struct {
 	reflink bool
 	bits    []byte
 	dirty   bool // bits changed since the map was written
+	// staged is the map StartSync wrote to mapPath+".tmp", not yet
+	// fsynced nor renamed; nil when none, or when bits changed since
+	// (Sync then writes the map afresh).
+	staged *os.File
 }
 
 const (
@@ -288,10 +292,12 @@ func (c *COW) set(chunk int64) {
 	if !c.has(chunk) {
 		c.bits[chunk/8] |= 1 << (chunk % 8)
 		c.dirty = true
+		c.dropStagedLocked()
 	}
 }
 
-// Sync implements Disk.Sync: fsync the overlay, then persist the map.
+// Sync implements Disk.Sync: fsync the overlay, then persist the map
+// (the one StartSync staged, if no chunk was written since).
 func (c *COW) Sync() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -299,17 +305,75 @@ func (c *COW) Sync() error {
 		return fmt.Errorf("blk: fsync overlay: %w", err)
 	}
 	if !c.dirty {
+		c.dropStagedLocked()
 		return nil
 	}
-	if err := c.writeMapLocked(c.mapPath); err != nil {
+	var err error
+	if f := c.staged; f != nil {
+		c.staged = nil
+		err = commitMap(f, c.mapPath)
+	} else {
+		err = c.writeMapLocked(c.mapPath)
+	}
+	if err != nil {
 		return err
 	}
 	c.dirty = false
 	return nil
 }
 
+// StartSync starts what Sync does without waiting for the disk: the
+// overlay's writeback, and the map written to its temporary file with
+// its writeback started (sync_file_range SYNC_FILE_RANGE_WRITE). A file
+// system commit forced before Sync, such as a memory snapshot's fsync
+// in the same pause, then carries their blocks (one ext4 journal commit
+// for both), and Sync finds nothing left to commit but the map's
+// rename. A write between the two makes Sync write the map afresh. Call
+// it with the device paused; it writes nothing visible.
+func (c *COW) StartSync() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	startWriteback(c.over)
+	c.dropStagedLocked()
+	if !c.dirty {
+		return nil
+	}
+	f, err := c.writeMapTmpLocked(c.mapPath)
+	if err != nil {
+		return err
+	}
+	startWriteback(f)
+	c.staged = f
+	return nil
+}
+
+// dropStagedLocked forgets StartSync's map (its file is rewritten or
+// left as a stray .tmp, which the next map write truncates).
+func (c *COW) dropStagedLocked() {
+	if c.staged != nil {
+		c.staged.Close()
+		c.staged = nil
+	}
+}
+
+// startWriteback starts writing f's dirty pages without waiting: a
+// hint, so that a later fsync finds them under way; an error is left to
+// that fsync.
+func startWriteback(f *os.File) {
+	_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+}
+
 // writeMapLocked writes the map to path (by rename, after fsync).
 func (c *COW) writeMapLocked(path string) error {
+	f, err := c.writeMapTmpLocked(path)
+	if err != nil {
+		return err
+	}
+	return commitMap(f, path)
+}
+
+// writeMapTmpLocked writes the map to path+".tmp" and returns it open.
+func (c *COW) writeMapTmpLocked(path string) (*os.File, error) {
 	m := make([]byte, cowHeader, cowHeader+len(c.bits))
 	copy(m, cowMagic)
 	mode := uint32(cowModeOverlay)
@@ -320,15 +384,21 @@ func (c *COW) writeMapLocked(path string) error {
 	binary.LittleEndian.PutUint32(m[12:], ChunkSize)
 	binary.LittleEndian.PutUint64(m[16:], uint64(c.size))
 	m = append(m, c.bits...)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("blk: write map: %w", err)
+		return nil, fmt.Errorf("blk: write map: %w", err)
 	}
 	if _, err := f.Write(m); err != nil {
 		f.Close()
-		return fmt.Errorf("blk: write map: %w", err)
+		return nil, fmt.Errorf("blk: write map: %w", err)
 	}
+	return f, nil
+}
+
+// commitMap fsyncs and closes f, the map written to path+".tmp", and
+// renames it to path.
+func commitMap(f *os.File, path string) error {
+	tmp := path + ".tmp"
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return fmt.Errorf("blk: fsync map: %w", err)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -146,5 +147,61 @@ func TestCOWClone(t *testing.T) {
 	}
 	if w := b.Written(); len(w) != 4 {
 		t.Errorf("clone holds chunks %v, want 4", w)
+	}
+}
+
+// TestCOWStartSync: the map StartSync stages is what Sync commits when no
+// chunk was written between them, a write between them is not lost, and
+// until Sync the map on disk is the one of the Sync before.
+func TestCOWStartSync(t *testing.T) {
+	base, _ := makeBase(t, 32*ChunkSize)
+	dir := t.TempDir()
+	ov := filepath.Join(dir, "a")
+	c, err := OpenCOW(base, ov, COWOptions{NoReflink: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	onDisk := func() []int64 { // the chunks the map on disk holds
+		t.Helper()
+		d, err := OpenCOW(base, ov, COWOptions{NoReflink: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.over.Close() // not Close: that would write its map
+		defer d.base.Close()
+		return d.Written()
+	}
+	write := func(chunk int64) {
+		t.Helper()
+		if _, err := c.WriteAt([]byte{7}, chunk*ChunkSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(name string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	write(5)
+	step("StartSync", c.StartSync())
+	if got := onDisk(); len(got) != 0 {
+		t.Fatalf("after StartSync the map on disk holds %v; want the last Sync's (none)", got)
+	}
+	step("Sync", c.Sync())
+	if got := onDisk(); !slices.Equal(got, []int64{5}) {
+		t.Fatalf("after StartSync, Sync: map holds %v; want [5]", got)
+	}
+	step("StartSync", c.StartSync())
+	write(9) // a new chunk after StartSync
+	step("Sync", c.Sync())
+	if got := onDisk(); !slices.Equal(got, []int64{5, 9}) {
+		t.Fatalf("StartSync, write, Sync: map holds %v; want [5 9]", got)
+	}
+	step("StartSync", c.StartSync()) // nothing changed
+	step("Sync", c.Sync())
+	if got := onDisk(); !slices.Equal(got, []int64{5, 9}) {
+		t.Fatalf("StartSync, Sync with nothing written: map holds %v; want [5 9]", got)
 	}
 }

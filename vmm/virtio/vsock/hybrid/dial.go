@@ -24,14 +24,31 @@ func Dial(ctx context.Context, uds string, port uint32) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := handshake(ctx, c, port); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// handshake runs vsockConnect on c, bounded by ctx, and leaves c without
+// a deadline. An end of ctx that comes as the reply does fails it too:
+// ctx's AfterFunc, which cuts the wait short with a deadline in the past,
+// has then started and may set that deadline at any time, even after
+// the session's first requests (the next read or write would fail with
+// "i/o timeout"), so c cannot be handed out.
+func handshake(ctx context.Context, c net.Conn, port uint32) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(vsockHandshakeTimeout)
 	}
 	c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	err = vsockConnect(c, port)
+	err := vsockConnect(c, port)
 	stopped := stop()
+	if err == nil && !stopped {
+		err = fmt.Errorf("vsock connect %d: answered as the context ended", port)
+	}
 	switch {
 	case err == nil:
 	case !stopped && !errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -42,11 +59,10 @@ func Dial(ctx context.Context, uds string, port uint32) (net.Conn, error) {
 		err = fmt.Errorf("%w: %v", syscall.ETIMEDOUT, err)
 	}
 	if err != nil {
-		c.Close()
-		return nil, err
+		return err
 	}
 	c.SetDeadline(time.Time{})
-	return c, nil
+	return nil
 }
 
 // vsockConnect sends "CONNECT port\n" on conn and reads the reply line,

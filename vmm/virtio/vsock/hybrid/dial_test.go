@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,5 +72,70 @@ func TestDial(t *testing.T) {
 	defer cancel()
 	if _, err := Dial(dctx, sock, AgentPort); !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Errorf("Dial to a mute socket = %v; want ETIMEDOUT", err)
+	}
+}
+
+// cancelAtReply is a client conn whose context ends as the VMM's reply
+// line is read, before the handshake can see it done; pastDeadline is
+// closed when a deadline in the past is set on it (the context's
+// AfterFunc).
+type cancelAtReply struct {
+	net.Conn
+	cancel       context.CancelFunc
+	pastDeadline chan struct{}
+	once         sync.Once
+}
+
+func (c *cancelAtReply) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && b[n-1] == '\n' {
+		c.cancel()
+	}
+	return n, err
+}
+
+func (c *cancelAtReply) SetDeadline(t time.Time) error {
+	if !t.IsZero() && t.Before(time.Now()) {
+		defer c.once.Do(func() { close(c.pastDeadline) })
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+// TestHandshakeContextEnds: a context that ends as the reply arrives
+// fails the handshake; handing out the conn would let the context's
+// AfterFunc set a past deadline on it later, failing the session's next
+// read or write.
+func TestHandshakeContextEnds(t *testing.T) {
+	cli, srv := net.Pipe()
+	defer srv.Close()
+	go func() {
+		b := make([]byte, len("CONNECT 564\n"))
+		if _, err := io.ReadFull(srv, b); err != nil {
+			return
+		}
+		io.WriteString(srv, "OK 1073741824\n")
+		io.Copy(srv, srv) // echo the session
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &cancelAtReply{Conn: cli, cancel: cancel, pastDeadline: make(chan struct{})}
+	defer c.Close()
+	err := handshake(ctx, c, AgentPort)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("handshake = %v; want context.Canceled", err)
+		}
+		return
+	}
+	// Handed out: the session must work once the AfterFunc has run.
+	select {
+	case <-c.pastDeadline:
+	case <-time.After(5 * time.Second):
+	}
+	if _, err := io.WriteString(c, "ping"); err != nil {
+		t.Fatalf("handshake = nil, then the session's first write: %v", err)
+	}
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("handshake = nil, then the session's first read: %v", err)
 	}
 }

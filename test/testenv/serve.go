@@ -1,0 +1,25 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ServeTimeout bounds a test's `sandfs serve` from its start to its
+// mounted tree: the daemon mounts after its host probe, which may run
+// three test guests of up to 20 s each where one stalls (vmm/probe).
+const ServeTimeout = 90 * time.Second
+
+// WaitMounted waits up to ServeTimeout for the tree of a `sandfs serve`
+// mounted at mnt (its ctl file), and reports whether it came.
+func WaitMounted(mnt string) bool {
+	for deadline := time.Now().Add(ServeTimeout); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(mnt, "ctl")); err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
