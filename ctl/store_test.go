@@ -23,8 +23,12 @@ func TestRestartWithoutReattach(t *testing.T) {
 	do(t, p, "new b cpus=3 world=w1")
 	sdo(t, lookup(t, p, "b"), "pause")
 	do(t, p, "new c")
+	c := lookup(t, p, "c")
+	v := c.Version() // WaitFrom(0) returned at once: c had changed already
 	rt.machine("c").crash(errors.New("vmm: boom"))
-	lookup(t, p, "c").WaitFrom(ctx(t), 0)
+	if line, err := c.WaitFrom(ctx(t), v); err != nil || !strings.HasPrefix(line, "c dead ") {
+		t.Fatalf("c after its crash: %q, %v", line, err)
+	}
 	do(t, p, "new d")
 	do(t, p, "kill d")
 	before := ids(p)
