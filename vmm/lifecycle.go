@@ -20,6 +20,9 @@ func (m *Machine) reap() {
 	for _, c := range m.vcpus {
 		<-c.exited
 	}
+	if m.undebug != nil {
+		m.undebug()
+	}
 	m.serial.Flush()
 	m.closeDevices()
 }

@@ -86,6 +86,7 @@ type Machine struct {
 	mmios   []mmioRange
 	pios    []pioRange
 	hooks   []namedHooks
+	undebug func() // registerDebug's; nil when not dumping
 	nVirtio int
 	// msrIndex is KVM_GET_MSR_INDEX_LIST, the MSRs a save reads; set
 	// before the vCPUs start.
@@ -242,6 +243,7 @@ func (m *Machine) Start() error {
 	for _, c := range m.vcpus {
 		go c.loop(false)
 	}
+	m.registerDebug()
 	go m.reap()
 	return nil
 }

@@ -305,6 +305,7 @@ func (m *Machine) Restore(st *State) error {
 	for _, c := range m.vcpus {
 		go c.loop(true)
 	}
+	m.registerDebug()
 	go m.reap()
 	return nil
 }

@@ -33,6 +33,7 @@ const (
 	evResume
 	evSave
 	evStop
+	evDebug // describe the interrupt state (irqdebug.go), then go on
 )
 
 // event is one request to a vCPU goroutine; the reply comes on reply.
@@ -43,6 +44,7 @@ type event struct {
 
 type reply struct {
 	state *VCPUState
+	text  string // evDebug's
 	err   error
 }
 
@@ -216,6 +218,8 @@ func (c *vcpu) drain() bool {
 			case evStop:
 				ev.reply <- reply{}
 				return false
+			case evDebug:
+				ev.reply <- reply{text: c.debugState()}
 			default:
 				ev.reply <- reply{err: fmt.Errorf("vcpu %d: not paused", c.id)}
 			}
@@ -248,6 +252,8 @@ func (c *vcpu) parked() bool {
 			ev.reply <- reply{state: st, err: err}
 		case evPause:
 			ev.reply <- reply{} // already paused
+		case evDebug:
+			ev.reply <- reply{text: c.debugState()}
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	"sandfs/test/syncbuf"
 	"sandfs/test/testenv"
+	"sandfs/vmm/virtio"
 	"sandfs/vmm/vmmproc"
 )
 
@@ -69,6 +71,9 @@ func startDaemon(t *testing.T) *daemon {
 		"--listen", "unix:"+filepath.Join(dir, "s.sock"), "--mount", d.mnt,
 		"--kernel", testenv.Kernel(), "--templates", testenv.Templates())
 	cmd.Stderr = &d.log
+	// A failed sandbox's VMM dumps its devices and interrupt state to
+	// vmm.log on SIGUSR1 (vmm/virtio.DebugEnv): stop asks for it.
+	cmd.Env = append(os.Environ(), virtio.DebugEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +89,19 @@ func (d *daemon) stop(t *testing.T) {
 	if t.Failed() {
 		d.mu.Lock()
 		for id := range d.failed {
+			if pid := statusPid(d.mnt, id); pid > 0 {
+				syscall.Kill(pid, syscall.SIGUSR1)
+			}
+		}
+		if len(d.failed) > 0 {
+			time.Sleep(2 * time.Second) // the dumps reach vmm.log
+		}
+		for id := range d.failed {
 			st, _ := os.ReadFile(filepath.Join(d.mnt, "sandboxes", id, "status"))
 			t.Logf("sandbox %s status: %s", id, st)
 			for _, f := range []string{"console", "vmm.log"} {
 				b, _ := os.ReadFile(filepath.Join(d.dir, "st/run", id, f))
-				t.Logf("sandbox %s %s (tail):\n%s", id, f, b[max(0, len(b)-8000):])
+				t.Logf("sandbox %s %s (tail):\n%s", id, f, b[max(0, len(b)-16000):])
 			}
 		}
 		d.mu.Unlock()
@@ -112,6 +125,18 @@ func (d *daemon) stop(t *testing.T) {
 			t.Errorf("ending the VMM in %s: %v", run, err)
 		}
 	}
+}
+
+// statusPid is the VMM's pid in sandbox id's status (pid=N), or 0.
+func statusPid(mnt, id string) int {
+	st, _ := os.ReadFile(filepath.Join(mnt, "sandboxes", id, "status"))
+	for _, f := range strings.Fields(string(st)) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // fail marks sandbox id's check failed (its logs are shown at the end).

@@ -46,6 +46,11 @@ note() {
 		echo "FAIL	sandfs/$dir	$t" >> "$digest"
 		section "$log" "$t" | grep -E '^ +[A-Za-z0-9_]+\.go:[0-9]+: ' |
 			grep -v -E 'serve log( \(tail\))?:$|\(tail\):$|sandbox [^ ]+ status: |virtio state of [0-9]+ VMMs|agent goroutines asked for' | tail -n 5 | cut -c1-400 >> "$digest"
+		# From the VMMs' SIGUSR1 dumps: devices with an unacknowledged
+		# interrupt and where interrupts stand (a guest that stopped
+		# taking them; vmm/irqdebug.go).
+		section "$log" "$t" | grep -E 'virtio id=[0-9]+ .* intStatus=0x[1-3] |^ +vcpu [0-9]+: rip=|^ +lapic: tpr=|^ +ioapic: irr=|^ +pin [0-9]+: vector=' |
+			head -n 24 | sed 's/^ */	dump: /' | cut -c1-300 >> "$digest"
 	done
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,8 +31,30 @@ type DebugStater interface {
 
 var debugReg struct {
 	sync.Mutex
-	on bool
-	ts []*Transport
+	on       bool
+	ts       []*Transport
+	sections []*func() string
+}
+
+// DebugOn reports whether DebugEnv was set: SIGUSR1 dumps.
+func DebugOn() bool { return debugReg.on }
+
+// AddDebugSection adds f's text to every dump after the transports (the
+// VMM adds its interrupt controllers) until remove is called; remove
+// waits for a dump in progress.
+func AddDebugSection(f func() string) (remove func()) {
+	if !debugReg.on {
+		return func() {}
+	}
+	p := &f
+	debugReg.Lock()
+	debugReg.sections = append(debugReg.sections, p)
+	debugReg.Unlock()
+	return func() {
+		debugReg.Lock()
+		defer debugReg.Unlock()
+		debugReg.sections = slices.DeleteFunc(debugReg.sections, func(q *func() string) bool { return q == p })
+	}
 }
 
 func init() {
@@ -83,6 +106,9 @@ func DebugDump() string {
 	fmt.Fprintf(&b, "virtio debug dump: %d transports\n", len(debugReg.ts))
 	for _, t := range debugReg.ts {
 		b.WriteString(t.DebugState())
+	}
+	for _, f := range debugReg.sections {
+		b.WriteString((*f)())
 	}
 	return b.String()
 }
