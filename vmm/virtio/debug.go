@@ -119,8 +119,8 @@ func (t *Transport) DebugState() string {
 	t.mu.Lock()
 	status := t.status
 	t.mu.Unlock()
-	fmt.Fprintf(&b, "virtio id=%d line=%d status=%#x live=%v needsReset=%v paused=%v intStatus=%#x features=%#x pulses=%d\n",
-		t.dev.ID(), t.line, status, t.live.Load(), t.needsReset.Load(), t.paused.Load(), t.intStatus.Load(), t.features.Load(), t.pulses.Load())
+	fmt.Fprintf(&b, "virtio id=%d line=%d status=%#x live=%v needsReset=%v paused=%v intStatus=%#x features=%#x pulses=%d acks=%d repeats=%d\n",
+		t.dev.ID(), t.line, status, t.live.Load(), t.needsReset.Load(), t.paused.Load(), t.intStatus.Load(), t.features.Load(), t.pulses.Load(), t.acks.Load(), t.repeats())
 	for i, q := range t.queues {
 		fmt.Fprintf(&b, "  queue %d: %s\n", i, q.debugState())
 	}

@@ -17,7 +17,10 @@
 // falling level (what KVM's irqfd does for Firecracker), after
 // InterruptStatus has been updated; the guest reads InterruptStatus and acks
 // it. Because the line is never left high, the in-kernel IOAPIC needs no EOI
-// handshake from us, whichever trigger mode the guest programmed.
+// handshake from us, whichever trigger mode the guest programmed. An
+// interrupt not acknowledged within a second is signalled again, each
+// second until it is (repeat.go), as a level-triggered line would stay
+// asserted: a lost edge does not stall a queue for good.
 //
 // Pause and save. Device goroutines wrap every batch that touches guest
 // memory or queue state in Transport.Begin/End. Transport.Pause waits for

@@ -100,6 +100,8 @@ type Transport struct {
 	needsReset atomic.Bool
 	pulses     atomic.Uint64 // interrupt edges sent (for the debug dump)
 	pulseMu    sync.Mutex    // one raise/lower pair on the line at a time
+	acks       atomic.Uint64 // InterruptACK writes
+	repeat     repeater      // an unacknowledged interrupt signalled again (repeat.go)
 
 	work    sync.RWMutex // pause gate: device batches hold it shared, Pause exclusive
 	paused  atomic.Bool  // work is held by Pause
@@ -194,6 +196,12 @@ func (t *Transport) pulse() {
 	if t.irq == nil {
 		return
 	}
+	t.edge()
+	t.armRepeat()
+}
+
+// edge raises and lowers the line once.
+func (t *Transport) edge() {
 	t.pulseMu.Lock()
 	defer t.pulseMu.Unlock()
 	t.pulses.Add(1)
@@ -304,6 +312,7 @@ func (t *Transport) WriteMMIO(off uint64, data []byte) {
 	}
 	if off == regInterruptAck {
 		t.intStatus.And(^v)
+		t.acks.Add(1)
 		return
 	}
 	t.mu.Lock()
@@ -487,6 +496,7 @@ func (t *Transport) reset() {
 func (t *Transport) Close() {
 	debugUnregister(t)
 	t.closing.Store(true)
+	t.stopRepeat()
 	t.Resume()
 	t.mu.Lock()
 	defer t.mu.Unlock()

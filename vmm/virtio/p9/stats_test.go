@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"sandfs/vmm/virtio/virtiotest"
 )
@@ -81,6 +82,13 @@ func TestInlineOrder(t *testing.T) {
 		return c, err
 	}
 	c, br := version(t, d, s)
+	// The device goroutine may still hold sendMu from the Tversion on a
+	// loaded host, and then takes every request: wait until it lets go,
+	// so that the first request is the notifying thread's to send.
+	for !dev.sendMu.TryLock() {
+		time.Sleep(time.Millisecond)
+	}
+	dev.sendMu.Unlock()
 	const n = 30
 	for i := range n {
 		d.AddKick(0, virtiotest.R(frame(tTgetattr, uint16(i), bytes.Repeat([]byte{byte(i)}, 8000))), virtiotest.W(64))
