@@ -89,6 +89,7 @@ func newGuestLink(sb *ctl.Sandbox) *guestLink {
 		OpTimeout:   GuestOpTimeout,
 		Private:     isStream,
 		Messages:    isCtl,
+		Blocking:    isStdin,
 		Once:        func(p string) bool { return p == "procs/clone" || p == agentWatch },
 		Check:       g.checkRunning,
 		Fail:        sb.Fail,
@@ -137,6 +138,22 @@ func isStream(path string) bool {
 func isCtl(path string) bool {
 	names := strings.Split(path, "/")
 	return path == "procs/clone" || path == agentWatch || (len(names) == 3 && names[0] == "procs" && names[2] == "ctl")
+}
+
+// isStdin reports whether path is a process's stdin in the agent's tree
+// (procs/<n>/stdin): a write blocks while the pipe is full.
+func isStdin(path string) bool {
+	names := strings.Split(path, "/")
+	return len(names) == 3 && names[0] == "procs" && names[2] == "stdin"
+}
+
+// IsStdin reports whether path (slash-separated, from the tree's root) is
+// a process's stdin in the daemon's tree, sandboxes/<id>/procs/<n>/stdin:
+// the one file whose writes may block, for a client of the tree such as
+// `sandfs mount` (ninep.Options.Blocking).
+func IsStdin(path string) bool {
+	names := strings.SplitN(path, "/", 3)
+	return len(names) == 3 && names[0] == "sandboxes" && isStdin(names[2])
 }
 
 // dialRetry dials the agent, retrying while the VMM refuses the

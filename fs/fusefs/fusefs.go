@@ -13,6 +13,7 @@
 // directio_example_test.go). Each FUSE request's context is passed to the
 // tree; the kernel cancels it when the calling process is interrupted
 // (go-fuse fs/api.go "Interrupts"), which ends blocking reads with EINTR.
+// Writes run to their end, but for an sfs.BlockingWriter's (handle.Write).
 //
 // Inode numbers come from one generator per mount: one per tree path,
 // except in a tree that passes a real file system through (a world's fs/,
@@ -550,8 +551,17 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Write implements gofs.FileWriter.
+// Write implements gofs.FileWriter. Only a write to an
+// sfs.BlockingWriter (a process's stdin) ends when the writer is
+// interrupted; others run to their end (sfs.BlockingWriter's contract, as
+// fs/ninep's Twrite): a message to a ctl file takes effect whatever the
+// writer does meanwhile, and an EINTR for it would make the writer send
+// it again (Go's os.File.Write retries on EINTR, as shells do), doing the
+// verb twice (test/makerun's "snapshot keep1" failed with EEXIST so).
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if _, ok := h.h.(sfs.BlockingWriter); !ok {
+		ctx = context.WithoutCancel(ctx)
+	}
 	n, err := h.h.Write(cred.With(ctx, h.cred), data, off)
 	if err != nil {
 		return 0, errno(err)

@@ -92,6 +92,12 @@ type Options struct {
 	// bounded by OpTimeout like walks. nil: none is (writes are not
 	// timed).
 	Messages func(path string) bool
+	// Blocking reports whether writes to the file at path may block
+	// until a reader takes the data (a process's stdin): its handle is an
+	// sfs.BlockingWriter, whose writes a transport lets an interrupt end
+	// (other writes, ctl messages above all, run to their end). nil: none
+	// is.
+	Blocking func(path string) bool
 	// Once reports whether an open of the file at path is state that
 	// another open cannot give back (a clone file's open is its slot):
 	// its handle fails (EIO) once its session died instead of opening
@@ -143,6 +149,10 @@ func NewRemote(c io.ReadWriteCloser, token string) (*Remote, error) {
 	}
 	return r, nil
 }
+
+// SetBlocking sets Options.Blocking of a Remote made by Dial or
+// NewRemote; call it before the tree is used.
+func (r *Remote) SetBlocking(blocking func(path string) bool) { r.opt.Blocking = blocking }
 
 // NewDialing returns a Remote that dials with opt.Dial at its first
 // request, and again whenever a session it needs has died.

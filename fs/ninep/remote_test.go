@@ -174,3 +174,25 @@ func TestRemoteFailedDialShared(t *testing.T) {
 		t.Errorf("a later Lookup: %v after %d dials; want a new dial (2)", err, dials.Load())
 	}
 }
+
+// TestRemoteBlocking: a file Options.Blocking names opens as an
+// sfs.BlockingWriter (its writes a transport lets an interrupt end);
+// others, a message file among them, do not.
+func TestRemoteBlocking(t *testing.T) {
+	r, _, _ := dialingRemote(t, Options{Name: "test", Blocking: func(p string) bool { return p == "dir/stream" }})
+	ctx := context.Background()
+	for path, want := range map[string]bool{"dir/stream": true, "dir/msg": false} {
+		flags := sfs.WriteOnly
+		if path == "dir/stream" {
+			flags = sfs.ReadOnly // its mode: 0444
+		}
+		h, err := sfs.Open(ctx, r.File(path), flags)
+		if err != nil {
+			t.Fatalf("open %s: %v", path, err)
+		}
+		if _, got := h.(sfs.BlockingWriter); got != want {
+			t.Errorf("%s opens as a BlockingWriter: %v; want %v", path, got, want)
+		}
+		h.Close()
+	}
+}

@@ -367,5 +367,15 @@ func (f *remoteFile) Open(ctx context.Context, flags sfs.OpenFlags) (sfs.Handle,
 		}
 		return nil, err
 	}
+	if o.Blocking != nil && o.Blocking(p) {
+		return blockingRemoteHandle{h}, nil
+	}
 	return h, nil
 }
+
+// blockingRemoteHandle is the handle of a file whose writes may block
+// (Options.Blocking).
+type blockingRemoteHandle struct{ *remoteHandle }
+
+// BlocksOnWrite implements sfs.BlockingWriter.
+func (blockingRemoteHandle) BlocksOnWrite() {}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"sandfs/fs/ctlfs"
 	"sandfs/fs/ninep"
 )
 
@@ -59,6 +60,7 @@ func runMount(args []string) int {
 		return 1
 	}
 	defer r.Close()
+	r.SetBlocking(ctlfs.IsStdin) // the writes an interrupt may end (fusefs)
 	m, err := mountTree(mnt, r.Root(), log)
 	if err != nil {
 		log.Error("mount: " + err.Error())
