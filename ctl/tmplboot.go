@@ -342,6 +342,9 @@ func (m *vmmMachine) refresh(ctx context.Context, hostname string) error {
 	rctx, cancel := m.untilEnd(ctx)
 	defer cancel()
 	if err := refreshGuest(rctx, m.uds, hostname, time.Now); err != nil {
+		// The machine is given up next: its VMM's state dump, if it
+		// makes one, is the only record of where the guest stopped.
+		m.p.AskDump()
 		return m.whyEnded(err)
 	}
 	return nil

@@ -14,10 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"sandfs/ctl/msg"
 	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
 	"sandfs/vmm/tailbuf"
+	"sandfs/vmm/virtio"
 )
 
 // Process is a running `sandfs vmm` process, as the daemon sees it. Its
@@ -269,4 +272,30 @@ func lastError(stderr string) string {
 		return lines[len(lines)-1]
 	}
 	return ""
+}
+
+// AskDump has a VMM launched with virtio.DebugEnv write its SIGUSR1 dump
+// (devices and interrupt state) to its log, and gives it a second to do
+// so, for a machine about to be given up (a restored guest whose agent
+// never answered): the dump is gone with the process. Without DebugEnv
+// it does nothing (the VMM has no handler for the signal).
+func (p *Process) AskDump() {
+	if os.Getenv(virtio.DebugEnv) == "" || p.Err() != nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	if p.pidfd != nil {
+		rc, err := p.pidfd.SyscallConn()
+		if err != nil {
+			return
+		}
+		rc.Control(func(fd uintptr) { unix.PidfdSendSignal(int(fd), unix.SIGUSR1, nil, 0) })
+	} else if err := syscall.Kill(p.pid, syscall.SIGUSR1); err != nil {
+		return
+	}
+	time.Sleep(time.Second)
 }
