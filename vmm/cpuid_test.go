@@ -22,8 +22,13 @@ func TestNormalizeCPUID(t *testing.T) {
 		{Function: 0xd, Flags: sig, Index: 6, EAX: 512, EBX: 1152},
 		{Function: 0xd, Flags: sig, Index: 7, EAX: 1024, EBX: 1664},
 		{Function: 0x80000001, ECX: ecxSVM | 1},
+		// kvmclock, PV EOI, async PF (3 bits), PV unhalt.
+		{Function: leafKVMFeat, EAX: 1<<3 | 1<<6 | kvmFeatAsyncPF | kvmFeatAsyncPFVMExit | kvmFeatAsyncPFInt | 1<<7},
 	}
 	got := normalizeCPUID(supported, 1, 2)
+	if e := findCPUID(got, leafKVMFeat, 0); e.EAX != 1<<3|1<<6|1<<7 {
+		t.Errorf("leaf 0x40000001 EAX = %#x; want the async page fault bits (4, 10, 14) clear, the rest kept", e.EAX)
+	}
 	f1 := findCPUID(got, 1, 0)
 	if f1.ECX&ecxHypervisor == 0 || f1.ECX&ecxVMX != 0 {
 		t.Errorf("leaf 1 ECX = %#x: want hypervisor set, VMX clear", f1.ECX)
