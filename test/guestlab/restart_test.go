@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sandfs/test/testenv"
 )
 
 // TestDaemonRestart: sandboxes outlive their daemon. Three sandboxes: r
@@ -131,15 +133,11 @@ func (d *daemon) checkGuest(t *testing.T, id string) {
 // statusPid is the pid= field of a sandbox's status line.
 func statusPid(t *testing.T, status string) int {
 	t.Helper()
-	for _, f := range strings.Fields(status) {
-		if v, ok := strings.CutPrefix(f, "pid="); ok {
-			if pid, err := strconv.Atoi(v); err == nil && pid > 0 {
-				return pid
-			}
-		}
+	pid := testenv.StatusPid(status)
+	if pid == 0 {
+		t.Fatalf("no pid in status %q", status)
 	}
-	t.Fatalf("no pid in status %q", status)
-	return 0
+	return pid
 }
 
 // running reports whether pid exists and is not a zombie.

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -89,7 +88,8 @@ func (d *daemon) stop(t *testing.T) {
 	if t.Failed() {
 		d.mu.Lock()
 		for id := range d.failed {
-			if pid := statusPid(d.mnt, id); pid > 0 {
+			st, _ := os.ReadFile(filepath.Join(d.mnt, "sandboxes", id, "status"))
+			if pid := testenv.StatusPid(string(st)); pid > 0 {
 				syscall.Kill(pid, syscall.SIGUSR1)
 			}
 		}
@@ -125,18 +125,6 @@ func (d *daemon) stop(t *testing.T) {
 			t.Errorf("ending the VMM in %s: %v", run, err)
 		}
 	}
-}
-
-// statusPid is the VMM's pid in sandbox id's status (pid=N), or 0.
-func statusPid(mnt, id string) int {
-	st, _ := os.ReadFile(filepath.Join(mnt, "sandboxes", id, "status"))
-	for _, f := range strings.Fields(string(st)) {
-		if v, ok := strings.CutPrefix(f, "pid="); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
 }
 
 // fail marks sandbox id's check failed (its logs are shown at the end).

@@ -3,6 +3,8 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,4 +24,16 @@ func WaitMounted(mnt string) bool {
 			return false
 		}
 	}
+}
+
+// StatusPid is the VMM's pid in a sandbox's status line (pid=N), or 0.
+func StatusPid(status string) int {
+	for _, f := range strings.Fields(status) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			if pid, err := strconv.Atoi(v); err == nil && pid > 0 {
+				return pid
+			}
+		}
+	}
+	return 0
 }

@@ -29,3 +29,15 @@ func TestThisPackageIsNotForTheLab(t *testing.T) {
 		t.Fatal("test/testenv reported as listed in test/lab-packages")
 	}
 }
+
+func TestStatusPid(t *testing.T) {
+	for status, want := range map[string]int{
+		"a running template=base pid=4242 limits=cgroup2": 4242,
+		"a dead template=base pid=0 limits=-":             0,
+		"a paused template=base":                          0,
+	} {
+		if got := StatusPid(status); got != want {
+			t.Errorf("StatusPid(%q) = %d; want %d", status, got, want)
+		}
+	}
+}

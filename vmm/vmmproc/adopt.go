@@ -251,12 +251,12 @@ func waitPidfd(f *os.File) {
 	})
 }
 
-// killPidfd sends SIGKILL through an adopted process's pidfd (never to a
+// signalPidfd sends sig through an adopted process's pidfd (never to a
 // pid that may have been reused).
-func (p *Process) killPidfd() {
+func (p *Process) signalPidfd(sig unix.Signal) {
 	rc, err := p.pidfd.SyscallConn()
 	if err != nil {
 		return
 	}
-	rc.Control(func(fd uintptr) { unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
+	rc.Control(func(fd uintptr) { unix.PidfdSendSignal(int(fd), sig, nil, 0) })
 }

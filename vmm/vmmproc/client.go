@@ -280,7 +280,7 @@ func lastError(stderr string) string {
 // never answered): the dump is gone with the process. Without DebugEnv
 // it does nothing (the VMM has no handler for the signal).
 func (p *Process) AskDump() {
-	if os.Getenv(virtio.DebugEnv) == "" || p.Err() != nil {
+	if os.Getenv(virtio.DebugEnv) == "" {
 		return
 	}
 	select {
@@ -289,11 +289,7 @@ func (p *Process) AskDump() {
 	default:
 	}
 	if p.pidfd != nil {
-		rc, err := p.pidfd.SyscallConn()
-		if err != nil {
-			return
-		}
-		rc.Control(func(fd uintptr) { unix.PidfdSendSignal(int(fd), unix.SIGUSR1, nil, 0) })
+		p.signalPidfd(unix.SIGUSR1)
 	} else if err := syscall.Kill(p.pid, syscall.SIGUSR1); err != nil {
 		return
 	}

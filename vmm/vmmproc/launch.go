@@ -366,7 +366,7 @@ func exitStatus(err error, st *os.ProcessState, stderr string) (vmm.ExitReason, 
 
 func (p *Process) kill() {
 	if p.pidfd != nil {
-		p.killPidfd() // pid 1 of its PID namespace when jailed: the rest dies with it
+		p.signalPidfd(syscall.SIGKILL) // pid 1 of its PID namespace when jailed: the rest dies with it
 		return
 	}
 	if p.cmd.Process != nil {
