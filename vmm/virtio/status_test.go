@@ -122,7 +122,10 @@ func TestReactivateWithoutReset(t *testing.T) {
 			tr, d := setup(t, virtiotest.Options{})
 			e := tr.Device().(*echo)
 			echoWorks(t, d, 3)
-			q, feats := *tr.Queue(0), tr.Features()
+			// Only the registers: the ring state (NextAvail, NextUsed) is
+			// the device goroutine's, written while the test reads.
+			q0 := tr.Queue(0)
+			q, feats := virtio.Queue{Size: q0.Size, DescAddr: q0.DescAddr, DriverAddr: q0.DriverAddr, DeviceAddr: q0.DeviceAddr}, tr.Features()
 			desc, avail, used, region := evilRings(d.Mem)
 
 			tc.attack(d, desc, avail, used)
