@@ -14,6 +14,7 @@
 set -euo pipefail
 mode=${1:-test}
 cd "$(dirname "$0")/../.."
+. tools/lab/faults.sh
 port=${SANDFS_E2B_PORT:-3000}
 cache=${SANDFS_CACHE:-/var/cache/sandfs}/npm
 key=e2b_test_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
@@ -83,9 +84,9 @@ waitup() {
 
 # labcrashed: the lab's own kernel died under the daemon (an oops or a
 # double fault of Linux under QEMU's TCG, docs/lab.md "QEMU"), which
-# fails whatever ran in it: tools/lab/test-lab.sh's signature.
+# fails whatever ran in it: tools/lab/faults.sh's signature.
 labcrashed() {
-	[ $native = 0 ] && grep -a -q -E 'Oops:|BUG: |Kernel panic|double fault' "$tmp/serve.log"
+	[ $native = 0 ] && grep -a -q -E "$labcrash" "$tmp/serve.log"
 }
 
 serve

@@ -2,20 +2,18 @@
 # Runs inside the lab (see test-lab.sh): each line of the manifest is
 # "<binary> <package dir>"; binaries live next to the manifest.
 #
-# A nested guest that the emulation resets (docs/lab.md "Nested guests'
-# resets") fails whatever test it belonged to. When a
-# binary fails and the failed top-level tests' own output shows that
-# signature, those tests (at most maxRerun) run once more; the binary
-# passes only if they all pass then. Every rerun is printed as a
-# "lab rerun:" line and collected in the digest at the end. A failure
-# without the signature, or a second failure, is final.
+# A nested guest that the emulation resets, or whose vCPU the emulation
+# left in the lab kernel's own SVM code (tools/lab/faults.sh), fails
+# whatever test it belonged to. When a binary fails and each failed
+# top-level test's own output shows one of those signatures, those tests
+# (at most maxRerun) run once more; the binary passes only if they all
+# pass then. Every rerun is printed as a "lab rerun:" line and collected
+# in the digest at the end. A failure without a signature, or a second
+# failure, is final.
 manifest=$1
 bindir=$(dirname "$manifest")
 maxRerun=4
-# What our VMM logs when the guest reset itself (KVM_EXIT_SHUTDOWN: a
-# triple fault) and what the daemon reports for such a machine. A guest
-# that stalls is not in it: that failure is final.
-labfault='triple fault, the guest resets|machine has ended \(reset\)|guest shut down \(reset\)'
+. "$(dirname "$0")/faults.sh"
 digest=/tmp/lab-digest
 : > "$digest"
 
@@ -67,18 +65,26 @@ while read -r name dir; do
 		tests=$(failures "$log")
 		n=$(echo "$tests" | grep -c .)
 		faulted=1
+		why=""
 		for t in $tests; do
-			section "$log" "$t" | grep -q -E "$labfault" || faulted=0
+			if section "$log" "$t" | grep -q -E "$labreset"; then
+				why="$why$(section "$log" "$t" | grep -m 2 -E "$labreset" | cut -c1-300)"$'\n'
+			elif rips=$(section "$log" "$t" | labsvmrips); then
+				why="$why$t: a vCPU in the lab kernel's SVM code: $(echo $rips)"$'\n'
+			else
+				faulted=0
+			fi
 		done
 		if [ "$n" -ge 1 ] && [ "$n" -le $maxRerun ] && [ $faulted = 1 ]; then
 			list=$(echo $tests | tr ' ' '|')
-			echo "lab rerun: sandfs/$dir: $list failed with a nested guest reset in their output (docs/lab.md); once more:"
-			for t in $tests; do section "$log" "$t" | grep -m 2 -E "$labfault" | cut -c1-300; done
+			echo "lab rerun: sandfs/$dir: $list failed with a fault of the lab's nested emulation in their output (docs/lab.md); once more:"
+			printf '%s' "$why"
 			runbin "$dir" "$bindir/$name" "$log.rerun" -test.run "^($list)\$"
 			rc=$?
 			if [ $rc = 0 ]; then
-				how=", $list passed on rerun after a guest reset"
+				how=", $list passed on rerun after a lab fault"
 				echo "lab rerun: sandfs/$dir	$list	passed on rerun" >> "$digest"
+				printf '%s' "$why" | sed 's/^/	why: /' >> "$digest"
 			else
 				note "$dir" "$(failures "$log.rerun")" "$log.rerun"
 			fi

@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CGO_ENABLED=0
+. tools/lab/faults.sh
 
 list=${SANDFS_LAB_PACKAGES:-test/lab-packages} # another list: to try this script
 [ -f "$list" ] || { echo "test-lab: missing $list" >&2; exit 1; }
@@ -90,7 +91,7 @@ failed=0
 for retry in 1 2; do
 	con=$(sed -n 's/^sandfs lab: full console log //p' "$out" | tail -1)
 	[ "$rc" = 125 ] && [ -n "$con" ] || break
-	if grep -a -q -E 'Oops:|BUG: |Kernel panic|double fault' "$con"; then
+	if grep -a -q -E "$labcrash" "$con"; then
 		echo "test-lab: THE LAB'S OWN KERNEL CRASHED ($con):"
 		grep -a -m 12 -E 'BUG: |Oops:|RIP: |Comm: |double fault' "$con" || true
 	elif grep -q '^sandfs lab: guest exited without reporting a status: qemu exited' "$out"; then

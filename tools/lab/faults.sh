@@ -1,0 +1,34 @@
+# tools/lab/faults.sh: how the harnesses tell the lab's own faults from a
+# test's failure (docs/lab.md "Nested guests' resets", "QEMU"). Sourced by
+# tools/lab/test-lab.sh, tools/lab/run-tests.sh and test/e2b/run.sh.
+
+# labcrash: what the lab's own kernel prints on its console when it dies
+# (an oops in generic code, a BUG, a panic, a double fault).
+labcrash='Oops:|BUG: |Kernel panic|double fault'
+
+# labreset: what our VMM logs when a nested guest reset itself
+# (KVM_EXIT_SHUTDOWN: a triple fault) and what the daemon reports for
+# such a machine.
+labreset='triple fault, the guest resets|machine has ended \(reset\)|guest shut down \(reset\)'
+
+# labsvmrips: reads VMM dumps (vmm/irqdebug.go, "vcpu N: rip=0x...") on
+# stdin and prints "<rip> <symbol>" for each vCPU RIP that lies in SVM
+# code of the running kernel; it succeeds if there is one. Sandbox guests
+# are never offered SVM (vmm/cpuid.go) and run the same kernel image as
+# the lab, so such a RIP is not the guest's: it is the lab kernel's own
+# VMRUN path, its state leaked into the nested guest by QEMU's emulation
+# of nested SVM (docs/lab.md, "a stalled guest's RIP"). Only inside the
+# lab, where /proc/kallsyms is that kernel's.
+labsvmrips() {
+	local rips
+	rips=$(grep -o -E 'vcpu [0-9]+: rip=0x[0-9a-f]+' | sed 's/.*rip=0x//' | sort -u)
+	[ -n "$rips" ] && [ -r /proc/kallsyms ] || return 1
+	# Kernel addresses are 16 hex digits: sorted as text, the RIPs fall
+	# after the symbol that holds them.
+	{ awk '$2 ~ /^[tT]$/ {print $1, $3}' /proc/kallsyms
+	  for r in $rips; do echo "$(printf '%16s' "$r" | tr ' ' 0) ~"; done
+	} | LC_ALL=C sort | awk '
+		$2 != "~" {sym = $2; next}
+		sym ~ /svm/ {print "0x" $1, sym; found = 1}
+		END {exit !found}'
+}
