@@ -13,7 +13,8 @@
 // directio_example_test.go). Each FUSE request's context is passed to the
 // tree; the kernel cancels it when the calling process is interrupted
 // (go-fuse fs/api.go "Interrupts"), which ends blocking reads with EINTR.
-// Writes run to their end, but for an sfs.BlockingWriter's (handle.Write).
+// Writes run to their end, but for an sfs.BlockingWriter's (handle.Write),
+// and so do the requests that change the tree (settled).
 //
 // Inode numbers come from one generator per mount: one per tree path,
 // except in a tree that passes a real file system through (a world's fs/,
@@ -263,6 +264,17 @@ func caller(ctx context.Context) context.Context {
 	return cred.With(ctx, cred.Cred{UID: c.Uid, GID: c.Gid, Groups: sync.OnceValue(func() []uint32 { return procGroups(pid) })})
 }
 
+// settled is caller(ctx) for a request that changes the tree (setattr,
+// open, create, mkdir, unlink, rmdir, rename, link, symlink): it
+// runs to its end whatever signal the caller takes meanwhile. An
+// interrupt (the kernel's FUSE_INTERRUPT) would end it with EINTR after
+// it may have taken effect, and callers retry on EINTR (Go's os package
+// does, and Go's runtime signals its own threads), doing it twice: a
+// mkdir answered EEXIST, an open of /clone that reserves a second
+// sandbox. The tree bounds these operations itself (a guest's by its
+// link's timeouts); reads, lookups and listings stay interruptible.
+func settled(ctx context.Context) context.Context { return context.WithoutCancel(caller(ctx)) }
+
 // procGroups returns the supplementary groups of thread pid, from the
 // "Groups:" line of /proc/<pid>/task/<pid>/status (libfuse
 // fuse_req_getgroups); none if pid is 0 (not in our pid namespace) or the
@@ -440,7 +452,7 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 // (truncation to 0, what `echo msg > file` asks for, is accepted and
 // ignored on message files).
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	ctx = caller(ctx)
+	ctx = settled(ctx)
 	if c := change(in); c != nil {
 		if en := n.setattr(ctx, c); en != 0 {
 			return en
@@ -456,7 +468,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 
 // Open implements gofs.NodeOpener.
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	ctx = caller(ctx)
+	ctx = settled(ctx)
 	h, err := n.cur().Open(ctx, sfs.OpenFlags(flags&syscall.O_ACCMODE))
 	if err != nil {
 		n.m.log.Debug("fuse: open failed", "path", "/"+n.p(), "err", err)
@@ -494,7 +506,7 @@ func (n *node) child(ctx context.Context, name string, c sfs.Chan, out *fuse.Ent
 // Create implements gofs.NodeCreater for directories that are sfs.Creator
 // (a guest's fs/); elsewhere EPERM.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	ctx = caller(ctx)
+	ctx = settled(ctx)
 	c, h, err := n.cur().Create(ctx, name, sfs.OpenFlags(flags&syscall.O_ACCMODE), iofs.FileMode(mode).Perm())
 	if err != nil {
 		return nil, nil, 0, errno(err)
@@ -509,7 +521,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 
 // Mkdir implements gofs.NodeMkdirer for sfs.Mkdirer directories.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx = caller(ctx)
+	ctx = settled(ctx)
 	c, err := n.cur().Mkdir(ctx, name, iofs.FileMode(mode).Perm())
 	if err != nil {
 		return nil, errno(err)
@@ -519,12 +531,12 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 // Unlink implements gofs.NodeUnlinker for sfs.Remover directories.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	return errno(n.cur().Remove(caller(ctx), name, false))
+	return errno(n.cur().Remove(settled(ctx), name, false))
 }
 
 // Rmdir implements gofs.NodeRmdirer for sfs.Remover directories.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return errno(n.cur().Remove(caller(ctx), name, true))
+	return errno(n.cur().Remove(settled(ctx), name, true))
 }
 
 // handle is one open file. Its reads and writes are its opener's (cred),

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -149,5 +150,82 @@ func TestBlockingWriteInterrupted(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the blocked write did not end on the interrupt")
 		}
+	}
+}
+
+// slowDir is a directory whose Mkdir takes a second and gives up if its
+// context ends, as a verb of the tree that waits on something may.
+type slowDir struct {
+	calls   atomic.Int32
+	made    atomic.Bool
+	started chan struct{}
+}
+
+func (d *slowDir) Stat(context.Context) (sfs.Attr, error) {
+	return sfs.Attr{Mode: iofs.ModeDir | 0o777}, nil
+}
+func (d *slowDir) Lookup(_ context.Context, name string) (sfs.Node, error) {
+	if name != "new" || !d.made.Load() {
+		return nil, syscall.ENOENT
+	}
+	return &slowDir{}, nil
+}
+func (d *slowDir) List(context.Context) ([]sfs.Dirent, error) { return nil, nil }
+func (d *slowDir) Mkdir(ctx context.Context, name string, _ iofs.FileMode) (sfs.Node, error) {
+	d.calls.Add(1)
+	if d.made.Load() {
+		return nil, syscall.EEXIST
+	}
+	d.started <- struct{}{}
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	d.made.Store(true)
+	return &slowDir{}, nil
+}
+
+// TestMkdirNotInterrupted: a request that changes the tree (here mkdir)
+// runs to its end when its caller takes a signal, as a write does
+// (TestWriteNotInterrupted): an EINTR after the change would have the
+// caller retry it (Go's os.Mkdir does) and fail with EEXIST.
+func TestMkdirNotInterrupted(t *testing.T) {
+	testenv.NeedFUSE(t)
+	d := &slowDir{started: make(chan struct{}, 1)}
+	dir := t.TempDir()
+	m, err := New(dir, d, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Unmount() })
+	tid := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the signal goes to this thread
+		defer runtime.UnlockOSThread()
+		tid <- unix.Gettid()
+		done <- unix.Mkdir(filepath.Join(dir, "new"), 0o755) // no retry on EINTR here
+	}()
+	th := <-tid
+	select {
+	case <-d.started:
+	case err := <-done:
+		t.Fatalf("mkdir ended before the tree's Mkdir ran: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tree's Mkdir did not start")
+	}
+	for range 3 {
+		unix.Tgkill(os.Getpid(), th, syscall.SIGURG)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("interrupted mkdir = %v; want success (the directory was made)", err)
+	}
+	if n := d.calls.Load(); n != 1 {
+		t.Errorf("Mkdir ran %d times; want 1", n)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "new")); err != nil || !fi.IsDir() {
+		t.Errorf("stat new = %v, %v; want a directory", fi, err)
 	}
 }

@@ -39,7 +39,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if !ok {
 		return syscall.EXDEV
 	}
-	ctx = caller(ctx)
+	ctx = settled(ctx)
 	switch flags {
 	case 0:
 	case unix.RENAME_NOREPLACE:
@@ -126,7 +126,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if !ok {
 		return nil, syscall.EXDEV
 	}
-	ctx = caller(ctx)
+	ctx = settled(ctx)
 	t, err := n.m.walk(ctx, tn.p())
 	if err != nil {
 		return nil, errno(err)
@@ -157,7 +157,7 @@ func (m *Mount) walk(ctx context.Context, p string) (sfs.Chan, error) {
 
 // Symlink implements gofs.NodeSymlinker.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ctx = caller(ctx)
+	ctx = settled(ctx)
 	c, err := n.cur().Symlink(ctx, target, name)
 	if err != nil {
 		return nil, errno(err)
