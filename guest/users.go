@@ -9,14 +9,20 @@ import (
 	"strings"
 	"syscall"
 
+	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
 )
+
+// User is the uid and gid of the guest's default user, "user": E2B's
+// commands run as it unless asked otherwise, and a sandbox's world shows
+// its owner's files as this user's (fs/ctlfs ServeConn, ninep.IDMap).
+var User = cred.Owner{UID: 1000, GID: 1000}
 
 // The users sandfs-init makes sure exist: root and the E2B-style default
 // user. Existing entries (by name) are left exactly as they are.
 var defaultUsers = []account{
 	{name: "root", uid: 0, gid: 0, home: "/root", gecos: "root"},
-	{name: "user", uid: 1000, gid: 1000, home: "/home/user", gecos: "sandbox user"},
+	{name: "user", uid: int(User.UID), gid: int(User.GID), home: "/home/user", gecos: "sandbox user"},
 }
 
 type account struct {

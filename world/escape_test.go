@@ -9,10 +9,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
 
 	"sandfs/ctl/cred"
 	"sandfs/fs/ninep"
+	"sandfs/test/testenv"
 )
 
 // TestEscape: symbolic links and ".." cannot reach outside the world,
@@ -168,4 +171,91 @@ func TestNinep(t *testing.T) {
 	if n, err := old.ReadAt(buf, 0); string(buf[:n]) != "alpha" {
 		t.Errorf("read through the fid walked before the rename: %q, %v", buf[:n], err)
 	}
+}
+
+// TestNinepIDMap: the union served with an IDMap, as a guest's /workspace
+// is (ctl.attachWorld): the owner's files show as the guest user's,
+// anyone else's as nobody; a create by the guest user is the owner's on
+// disk, one by another guest uid the connection's; a chown to the guest
+// user is a chown to the owner, and one to an unmapped uid is refused
+// and changes nothing.
+func TestNinepIDMap(t *testing.T) {
+	testenv.NeedRoot(t)
+	lower := newLower(t)
+	must(t, os.Chown(filepath.Join(lower, "a.txt"), 4000, 4001))
+	must(t, os.Chown(filepath.Join(lower, "del.txt"), 4242, 4242))
+	w := openWorld(t, lower, Overlay)
+	root, err := w.Root()
+	must(t, err)
+	sc, cc := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := ninep.NewServer(root, nil)
+	srv.SetIDMap(&ninep.IDMap{Host: cred.Owner{UID: 4000, GID: 4001}, Guest: cred.Owner{UID: 1000, GID: 1000}})
+	go srv.ServeConnAs(ctx, sc, cred.Self())
+	cl, err := ninep.NewClient(cc, 256<<10)
+	must(t, err)
+	defer cl.Close()
+	r, err := cl.Attach("/")
+	must(t, err)
+	owner := func(name string) (p9.UID, p9.GID) {
+		t.Helper()
+		_, f, err := r.Walk([]string{name})
+		must(t, err)
+		defer f.Close()
+		_, _, a, err := f.GetAttr(p9.AttrMaskAll)
+		must(t, err)
+		return a.UID, a.GID
+	}
+	onDisk := func(name string) (uint32, uint32) {
+		t.Helper()
+		var st unix.Stat_t
+		must(t, unix.Lstat(filepath.Join(w.Upper(), name), &st))
+		return st.Uid, st.Gid
+	}
+	if u, g := owner("a.txt"); u != 1000 || g != 1000 {
+		t.Errorf("the owner's file shows %d:%d, want 1000:1000", u, g)
+	}
+	if u, g := owner("del.txt"); u != ninep.Overflow || g != ninep.Overflow {
+		t.Errorf("another's file shows %d:%d, want %d:%d", u, g, ninep.Overflow, ninep.Overflow)
+	}
+
+	_, d, err := r.Walk(nil)
+	must(t, err)
+	nf, _, _, err := d.Create("user.txt", p9.WriteOnly, 0o644, 1000, 1000)
+	must(t, err)
+	nf.Close()
+	if u, g := onDisk("user.txt"); u != 4000 || g != 4001 {
+		t.Errorf("the guest user's new file is %d:%d on disk, want the owner's 4000:4001", u, g)
+	}
+	if u, g := owner("user.txt"); u != 1000 || g != 1000 {
+		t.Errorf("the guest user's new file shows %d:%d, want 1000:1000", u, g)
+	}
+	_, d, err = r.Walk(nil)
+	must(t, err)
+	nf, _, _, err = d.Create("root.txt", p9.WriteOnly, 0o644, 0, 0)
+	must(t, err)
+	nf.Close()
+	if u, g := onDisk("root.txt"); u != 0 || g != 0 {
+		t.Errorf("guest root's new file is %d:%d on disk, want the connection's 0:0", u, g)
+	}
+
+	_, f, err := r.Walk([]string{"root.txt"})
+	must(t, err)
+	must(t, f.SetAttr(p9.SetAttrMask{UID: true, GID: true}, p9.SetAttr{UID: 1000, GID: 1000}))
+	if u, g := onDisk("root.txt"); u != 4000 || g != 4001 {
+		t.Errorf("after chown to the guest user: %d:%d on disk, want the owner's 4000:4001", u, g)
+	}
+	if err := f.SetAttr(p9.SetAttrMask{UID: true, Size: true}, p9.SetAttr{UID: 0, Size: 1}); !errors.Is(err, linux.EPERM) {
+		t.Errorf("chown to an unmapped uid = %v, want EPERM", err)
+	}
+	if err := f.SetAttr(p9.SetAttrMask{GID: true}, p9.SetAttr{GID: 7}); !errors.Is(err, linux.EPERM) {
+		t.Errorf("chgrp to an unmapped gid = %v, want EPERM", err)
+	}
+	var st unix.Stat_t
+	must(t, unix.Lstat(filepath.Join(w.Upper(), "root.txt"), &st))
+	if st.Uid != 4000 || st.Gid != 4001 || st.Size != 0 {
+		t.Errorf("after the refused chowns: %d:%d size %d, want 4000:4001 size 0 (unchanged)", st.Uid, st.Gid, st.Size)
+	}
+	f.Close()
 }

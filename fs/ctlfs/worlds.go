@@ -16,6 +16,7 @@ import (
 	"sandfs/ctl/msg"
 	sfs "sandfs/fs"
 	"sandfs/fs/ninep"
+	"sandfs/guest"
 	"sandfs/world"
 )
 
@@ -263,7 +264,10 @@ func (b *worldBackend) Status() string {
 }
 
 // ServeConn implements ctl.WorldBackend.ServeConn: the union's root
-// served by a 9P server of its own, as who. Its iounit is 0, so the
+// served by a 9P server of its own, as who, to who's guest: who's files
+// show as the guest user's (guest.User), anyone else's as nobody
+// (ninep.IDMap), so the guest's default user owns /workspace whoever
+// owns the sandbox on the host. Its iounit is 0, so the
 // guest's 9p client reads and writes msize at a time (500 KiB over
 // virtio-9p): with the control tree's 64 KiB, a 16 MiB read was 279
 // requests where 33 do (test/guestlab BenchmarkWorldHops).
@@ -275,6 +279,7 @@ func (b *worldBackend) ServeConn(ctx context.Context, c net.Conn, who cred.Cred)
 	}
 	srv := ninep.NewServer(root, nil)
 	srv.SetIOUnit(0)
+	srv.SetIDMap(&ninep.IDMap{Host: who.Owner(), Guest: guest.User})
 	srv.ServeConnAs(ctx, c, who)
 }
 

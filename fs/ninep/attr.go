@@ -11,8 +11,9 @@ import (
 
 // Attributes between the tree (sfs.Attr, io/fs modes) and 9P2000.L.
 
-// toP9Attr is a node's attributes as a 9P getattr reply.
-func toP9Attr(a sfs.Attr) p9.Attr {
+// toP9Attr is a node's attributes as a 9P getattr reply, its owner shown
+// through ids.
+func toP9Attr(a sfs.Attr, ids *IDMap) p9.Attr {
 	mode := toP9Mode(a.Mode)
 	nlink := p9.NLink(1)
 	if a.Mode.IsDir() {
@@ -37,10 +38,11 @@ func toP9Attr(a sfs.Attr) p9.Attr {
 	if a.Owner != nil {
 		o = *a.Owner
 	}
+	uid, gid := ids.out(o)
 	return p9.Attr{
 		Mode:         mode,
-		UID:          p9.UID(o.UID),
-		GID:          p9.GID(o.GID),
+		UID:          uid,
+		GID:          gid,
 		NLink:        nlink,
 		RDev:         p9.Dev(a.Rdev),
 		Size:         uint64(a.Size),

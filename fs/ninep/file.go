@@ -118,7 +118,7 @@ func (f *file) WalkGetAttr(names []string) ([]p9.QID, p9.File, p9.AttrMask, p9.A
 	if err != nil {
 		return nil, nil, p9.AttrMask{}, p9.Attr{}, err
 	}
-	return qs, nf, p9.AttrMaskAll, toP9Attr(nf.(*file).ch.Attr()), nil
+	return qs, nf, p9.AttrMaskAll, toP9Attr(nf.(*file).ch.Attr(), f.c.srv.ids), nil
 }
 
 // StatFS implements p9.File.StatFS: the node's file system (a
@@ -141,7 +141,7 @@ func (f *file) GetAttr(req p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
 	if err != nil {
 		return p9.QID{}, p9.AttrMask{}, p9.Attr{}, errno(err)
 	}
-	return f.qid(a), p9.AttrMaskAll, toP9Attr(a), nil
+	return f.qid(a), p9.AttrMaskAll, toP9Attr(a, f.c.srv.ids), nil
 }
 
 // started is the time shown for nodes without an mtime.

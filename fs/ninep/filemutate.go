@@ -51,8 +51,11 @@ func (f *file) Create(name string, mode p9.OpenFlags, perm p9.FileMode, uid p9.U
 
 // chownNew gives ch, just made, the owner a privileged client asked for
 // (as a chown would), if its node is an sfs.Setattrer; anyone else's
-// uid and gid are ignored. It returns ch stated again.
+// uid and gid are ignored, and so are ids the server's IDMap does not
+// map. It returns ch stated again.
 func (f *file) chownNew(ch sfs.Chan, uid p9.UID, gid p9.GID) (sfs.Chan, error) {
+	uid, _ = f.c.srv.ids.uid(uid)
+	gid, _ = f.c.srv.ids.gid(gid)
 	if _, ok := ch.Node().(sfs.Setattrer); !ok || !cred.Of(f.c.ctx).Privileged() || !uid.Ok() && !gid.Ok() {
 		return ch, nil
 	}
@@ -218,6 +221,13 @@ func (g *gate) Readdir(uint64, uint32) (p9.Dirents, error) { return nil, linux.E
 func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 	_, canSet := f.ch.Node().(sfs.Setattrer)
 	if !canSet && (valid.Permissions || valid.UID || valid.GID) {
+		return linux.EPERM
+	}
+	var ok bool
+	if attr.UID, ok = f.c.srv.ids.uid(attr.UID); valid.UID && !ok {
+		return linux.EPERM // an id the server's IDMap does not map
+	}
+	if attr.GID, ok = f.c.srv.ids.gid(attr.GID); valid.GID && !ok {
 		return linux.EPERM
 	}
 	if valid.Size {

@@ -25,6 +25,9 @@ type Server struct {
 	// ioUnit is the iounit of every open (Ropen, Rlcreate); set before
 	// serving (SetIOUnit).
 	ioUnit uint32
+	// ids shows owners to clients (SetIDMap); nil: as they are. Set
+	// before serving.
+	ids *IDMap
 
 	paths    qids.PathGenerator
 	mu       sync.Mutex        // protects qidPaths
