@@ -28,7 +28,7 @@ die() { log "error: $*"; exit 1; }
 suite=bookworm
 variant=minbase
 case $name in
-base) include=bash,coreutils,ca-certificates,python3,iproute2,procps ;;
+base) include=bash,coreutils,ca-certificates,python3,iproute2,procps,git,make,gcc,libc6-dev ;;
 *) die "unknown template \"$name\" (known: base)" ;;
 esac
 # Bump when the tree customisation below changes.
