@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"sandfs/vmm/uds"
 	"sandfs/vmm/virtio/vsock/hybrid"
 )
 
@@ -31,8 +32,7 @@ func (m *vmmMachine) DialGuest(ctx context.Context, port uint32) (net.Conn, erro
 // may connect to.
 func (m *vmmMachine) ListenGuest(port uint32) (net.Listener, error) {
 	path := m.uds + "_" + strconv.FormatUint(uint64(port), 10)
-	os.Remove(path)
-	l, err := net.Listen("unix", path)
+	l, err := uds.Listen(path)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
+	"path/filepath"
 	"strconv"
 
 	"sandfs/vmm"
@@ -122,8 +122,7 @@ func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
 	if cfg.Vsock != nil {
 		if err := addVirtioDev(m, "vsock0",
 			func(s vmm.VirtioSlot) (*vsock.Device, error) {
-				os.Remove(cfg.Vsock.UDS)
-				return vsock.New(m.Memory(), m.IRQ(), s.IRQ, vsock.Config{GuestCID: uint64(cfg.Vsock.CID), UDS: cfg.Vsock.UDS})
+				return vsock.New(m.Memory(), m.IRQ(), s.IRQ, vsock.Config{GuestCID: uint64(cfg.Vsock.CID), UDS: vsockName(cfg)})
 			},
 			(*vsock.Device).Save, (*vsock.Device).Restore, nil, false); err != nil {
 			return nil, err
@@ -144,11 +143,16 @@ func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
 	return cows, nil
 }
 
+// vsockName is the name of cfg's vsock socket to the process, whose
+// working directory is the socket's (build): its base name. The guest's
+// sockets "<uds>_<port>" are named from it, relative too.
+func vsockName(cfg *Config) string { return filepath.Base(cfg.Vsock.UDS) }
+
 // addP9 adds the virtio-9p device of cfg. A snapshot saved without one
 // (its guest booted before the device existed, and never saw it) leaves
 // the restored device as the guest knows it: absent, reset.
 func addP9(m *vmm.Machine, cfg *Config) error {
-	sock := cfg.Vsock.UDS + "_" + strconv.FormatUint(uint64(cfg.P9.Port), 10)
+	sock := vsockName(cfg) + "_" + strconv.FormatUint(uint64(cfg.P9.Port), 10)
 	return addVirtioDev(m, "9p0",
 		func(s vmm.VirtioSlot) (*p9.Device, error) {
 			return p9.New(m.Memory(), m.IRQ(), s.IRQ, p9.Config{Tag: cfg.P9.Tag, Socket: sock})

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -16,12 +15,13 @@ import (
 	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
 	"sandfs/vmm/tailbuf"
+	"sandfs/vmm/uds"
 	"sandfs/vmm/virtio"
 )
 
 // Launch starts a VMM process for cfg and returns once its machine is
 // running (or paused, for a restore with StartPaused). cfg.Socket is
-// required: the control socket path (at most 107 bytes). Launch never
+// required: the control socket path (of any length: package uds). Launch never
 // leaves a process behind on error. The process runs in its own process
 // group and dies with its parent (PR_SET_PDEATHSIG); a Detached one runs
 // in its own session instead, outlives its parent, and is found again by
@@ -79,9 +79,6 @@ func (c *Config) launchable() (string, error) {
 	}
 	if c.Socket == "" {
 		return "", fmt.Errorf("no control socket path")
-	}
-	if len(c.Socket) > 107 {
-		return "", fmt.Errorf("socket path %q longer than 107 bytes", c.Socket)
 	}
 	if c.Jail.Root != "" && !c.Jail.Namespaces {
 		return "", fmt.Errorf("a jail root needs namespaces")
@@ -167,17 +164,16 @@ func prepare(cfg *Config, bin string, sp *spawn) (*Process, error) {
 	return p, nil
 }
 
-// listenControl creates and binds the control socket; the child inherits
-// the listener.
+// listenControl creates and binds the control socket (a path of any
+// length: package uds); the child inherits the listener, and the socket
+// file stays for it.
 func listenControl(path string) (*os.File, error) {
-	os.Remove(path)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := uds.Listen(path)
 	if err != nil {
 		return nil, err
 	}
-	ln.SetUnlinkOnClose(false)
 	f, err := ln.File()
-	ln.Close()
+	ln.UnixListener.Close()
 	return f, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -177,6 +178,15 @@ func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *
 		}
 		if err := checkRestoreChain(cfg); err != nil {
 			return nil, img, nil, nil, err
+		}
+	}
+	if cfg.Vsock != nil {
+		// The process's sockets are named relative to their directory
+		// (vsockName): a sockaddr_un holds 107 bytes of path, less than
+		// a sandbox's directory may take, and the jail has no /proc for
+		// package uds's way round that.
+		if err := unix.Chdir(filepath.Dir(cfg.Vsock.UDS)); err != nil {
+			return nil, img, nil, nil, fmt.Errorf("vsock: %w", err)
 		}
 	}
 	var st *vmm.State

@@ -10,6 +10,7 @@ import (
 	"sandfs/ctl/msg"
 	"sandfs/fs"
 	"sandfs/fs/ninep"
+	"sandfs/vmm/uds"
 )
 
 // Bounds of the daemon's control session (ninep.Options): dialling
@@ -41,8 +42,7 @@ func newSession(socket string, check func() error) *session {
 	s.remote = ninep.NewDialing(ninep.Options{
 		Name: "vmm",
 		Dial: func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			return uds.Dial(ctx, socket)
 		},
 		DialTimeout: controlDialTimeout,
 		OpTimeout:   controlOpTimeout,

@@ -9,18 +9,20 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sandfs/vmm/uds"
 )
 
 // vsockHandshakeTimeout bounds the handshake when ctx has no deadline: a
 // hung VMM or a guest that does not listen must not hang a dial.
 const vsockHandshakeTimeout = 5 * time.Second
 
-// Dial connects to guest port on the hybrid vsock unix socket uds: dial,
-// then the handshake (vsockConnect). A refusal is ECONNREFUSED; a deadline
-// that passes is ETIMEDOUT; a cancelled ctx gives ctx.Err().
-func Dial(ctx context.Context, uds string, port uint32) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", uds)
+// Dial connects to guest port on the hybrid vsock unix socket at path
+// (of any length: package uds), then runs the handshake (vsockConnect).
+// A refusal is ECONNREFUSED; a deadline that passes is ETIMEDOUT; a
+// cancelled ctx gives ctx.Err().
+func Dial(ctx context.Context, path string, port uint32) (net.Conn, error) {
+	c, err := uds.Dial(ctx, path)
 	if err != nil {
 		return nil, err
 	}
