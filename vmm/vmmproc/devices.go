@@ -9,6 +9,7 @@ import (
 
 	"sandfs/vmm"
 	"sandfs/vmm/bus"
+	"sandfs/vmm/uds"
 	"sandfs/vmm/virtio"
 	"sandfs/vmm/virtio/blk"
 	vnet "sandfs/vmm/virtio/net"
@@ -143,10 +144,16 @@ func addDevices(m *vmm.Machine, cfg *Config) (cows []*blk.COW, err error) {
 	return cows, nil
 }
 
-// vsockName is the name of cfg's vsock socket to the process, whose
-// working directory is the socket's (build): its base name. The guest's
-// sockets "<uds>_<port>" are named from it, relative too.
-func vsockName(cfg *Config) string { return filepath.Base(cfg.Vsock.UDS) }
+// vsockName is the name by which the process binds cfg's vsock socket
+// and dials the guest's, "<name>_<port>": the path itself where those
+// fit a sockaddr_un, else its base name, relative to the working
+// directory, which build makes the socket's directory.
+func vsockName(cfg *Config) string {
+	if len(cfg.Vsock.UDS)+len("_4294967295") <= uds.MaxPath {
+		return cfg.Vsock.UDS
+	}
+	return filepath.Base(cfg.Vsock.UDS)
+}
 
 // addP9 adds the virtio-9p device of cfg. A snapshot saved without one
 // (its guest booted before the device existed, and never saw it) leaves

@@ -181,10 +181,10 @@ func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *
 		}
 	}
 	if cfg.Vsock != nil {
-		// The process's sockets are named relative to their directory
-		// (vsockName): a sockaddr_un holds 107 bytes of path, less than
-		// a sandbox's directory may take, and the jail has no /proc for
-		// package uds's way round that.
+		// Sockets too long for a sockaddr_un (107 bytes: a sandbox's
+		// directory may take more) are named relative to their
+		// directory (vsockName); the jail has no /proc for package
+		// uds's way round that.
 		if err := unix.Chdir(filepath.Dir(cfg.Vsock.UDS)); err != nil {
 			return nil, img, nil, nil, fmt.Errorf("vsock: %w", err)
 		}
