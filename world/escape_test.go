@@ -127,21 +127,32 @@ func TestCopyUpDoesNotBlock(t *testing.T) {
 	wantDisk(t, filepath.Join(w.Upper(), "big.bin"), string(big))
 }
 
-// TestNinep: the union served by the 9P server, used by the p9 client.
-func TestNinep(t *testing.T) {
-	lower := newLower(t)
-	w := openWorld(t, lower, Overlay)
+// attachNinep serves w's union with the 9P server (showing owners
+// through ids, nil: as they are) as this process, and returns the root
+// of a p9 client's attach; both end with the test.
+func attachNinep(t *testing.T, w *World, ids *ninep.IDMap) p9.File {
+	t.Helper()
 	root, err := w.Root()
 	must(t, err)
 	sc, cc := net.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go ninep.NewServer(root, nil).ServeConnAs(ctx, sc, cred.Self())
+	t.Cleanup(cancel)
+	srv := ninep.NewServer(root, nil)
+	srv.SetIDMap(ids)
+	go srv.ServeConnAs(ctx, sc, cred.Self())
 	cl, err := ninep.NewClient(cc, 256<<10)
 	must(t, err)
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
 	r, err := cl.Attach("/")
 	must(t, err)
+	return r
+}
+
+// TestNinep: the union served by the 9P server, used by the p9 client.
+func TestNinep(t *testing.T) {
+	lower := newLower(t)
+	w := openWorld(t, lower, Overlay)
+	r := attachNinep(t, w, nil)
 	_, f, err := r.Walk([]string{"dir", "b.txt"})
 	must(t, err)
 	_, _, err = f.Open(p9.ReadWrite)
@@ -185,19 +196,7 @@ func TestNinepIDMap(t *testing.T) {
 	must(t, os.Chown(filepath.Join(lower, "a.txt"), 4000, 4001))
 	must(t, os.Chown(filepath.Join(lower, "del.txt"), 4242, 4242))
 	w := openWorld(t, lower, Overlay)
-	root, err := w.Root()
-	must(t, err)
-	sc, cc := net.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := ninep.NewServer(root, nil)
-	srv.SetIDMap(&ninep.IDMap{Host: cred.Owner{UID: 4000, GID: 4001}, Guest: cred.Owner{UID: 1000, GID: 1000}})
-	go srv.ServeConnAs(ctx, sc, cred.Self())
-	cl, err := ninep.NewClient(cc, 256<<10)
-	must(t, err)
-	defer cl.Close()
-	r, err := cl.Attach("/")
-	must(t, err)
+	r := attachNinep(t, w, &ninep.IDMap{Host: cred.Owner{UID: 4000, GID: 4001}, Guest: cred.Owner{UID: 1000, GID: 1000}})
 	owner := func(name string) (p9.UID, p9.GID) {
 		t.Helper()
 		_, f, err := r.Walk([]string{name})

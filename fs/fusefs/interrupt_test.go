@@ -18,6 +18,44 @@ import (
 	"sandfs/test/testenv"
 )
 
+// interrupted runs call on a locked OS thread of its own and, once the
+// tree's operation has begun (started), sends that thread SIGURG every
+// 50 ms until call returns: Go's handler runs it (SA_RESTART), and the
+// FUSE request, which sees a signal pending, gets a FUSE_INTERRUPT. The
+// test fails if call ends before the operation began or takes 10 s.
+func interrupted(t *testing.T, started <-chan struct{}, call func() error) error {
+	t.Helper()
+	tid := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the signals go to this thread
+		defer runtime.UnlockOSThread()
+		tid <- unix.Gettid()
+		done <- call()
+	}()
+	th := <-tid
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the call ended before the tree's operation began: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tree's operation did not begin")
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		unix.Tgkill(os.Getpid(), th, syscall.SIGURG)
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the interrupted call did not end")
+		}
+	}
+}
+
 // TestWriteNotInterrupted: a signal to a writer whose message is being
 // carried out does not end its write with EINTR (on which Go's Write and
 // shells write the message again, doing the verb twice: TestMakeRunLabRestart's
@@ -48,43 +86,18 @@ func TestWriteNotInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Unmount() })
-
-	type result struct {
-		n   int
-		err error
-	}
-	tid := make(chan int, 1)
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // the signal goes to this thread
-		defer runtime.UnlockOSThread()
+	var n int
+	err = interrupted(t, started, func() error {
 		fd, err := unix.Open(filepath.Join(dir, "ctl"), unix.O_WRONLY, 0)
 		if err != nil {
-			done <- result{err: err}
-			return
+			return err
 		}
 		defer unix.Close(fd)
-		tid <- unix.Gettid()
-		n, err := unix.Write(fd, []byte("verb\n")) // no retry on EINTR here
-		done <- result{n, err}
-	}()
-	th := <-tid
-	select {
-	case <-started:
-	case r := <-done:
-		t.Fatalf("write ended before the message ran: %d, %v", r.n, r.err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the message did not start")
-	}
-	// SIGURG: Go's handler runs it (SA_RESTART), the FUSE request sees a
-	// signal pending and the kernel sends FUSE_INTERRUPT.
-	for range 3 {
-		unix.Tgkill(os.Getpid(), th, syscall.SIGURG)
-		time.Sleep(50 * time.Millisecond)
-	}
-	r := <-done
-	if r.err != nil || r.n != 5 {
-		t.Errorf("write = %d, %v; want 5, nil (the message ran)", r.n, r.err)
+		n, err = unix.Write(fd, []byte("verb\n")) // no retry on EINTR here
+		return err
+	})
+	if err != nil || n != 5 {
+		t.Errorf("write = %d, %v; want 5, nil (the message ran)", n, err)
 	}
 	if n := calls.Load(); n != 1 {
 		t.Errorf("message ran %d times; want 1", n)
@@ -92,18 +105,20 @@ func TestWriteNotInterrupted(t *testing.T) {
 }
 
 // stdinNode opens a handle whose writes block until their context ends,
-// as a process's stdin with a full pipe does.
-type stdinNode struct{}
+// as a process's stdin with a full pipe does; each write that begins is
+// announced on started.
+type stdinNode struct{ started chan struct{} }
 
 func (stdinNode) Stat(context.Context) (sfs.Attr, error) { return sfs.Attr{Mode: 0o666}, nil }
-func (stdinNode) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
-	return stdinHandle{}, nil
+func (n stdinNode) Open(context.Context, sfs.OpenFlags) (sfs.Handle, error) {
+	return stdinHandle(n), nil
 }
 
-type stdinHandle struct{}
+type stdinHandle struct{ started chan struct{} }
 
 func (stdinHandle) Read(context.Context, []byte, int64) (int, error) { return 0, syscall.EBADF }
-func (stdinHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+func (h stdinHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	h.started <- struct{}{}
 	<-ctx.Done()
 	return 0, syscall.EINTR
 }
@@ -115,41 +130,24 @@ func (stdinHandle) BlocksOnWrite() {}
 func TestBlockingWriteInterrupted(t *testing.T) {
 	testenv.NeedFUSE(t)
 	dir := t.TempDir()
-	root := sfs.Table[struct{}]{{Name: "stdin", Mode: 0o666, New: func(struct{}, os.FileMode) sfs.Node { return stdinNode{} }}}
+	node := stdinNode{started: make(chan struct{}, 1)}
+	root := sfs.Table[struct{}]{{Name: "stdin", Mode: 0o666, New: func(struct{}, os.FileMode) sfs.Node { return node }}}
 	m, err := New(dir, root.Dir(struct{}{}, 0o777, nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Unmount() })
-	tid := make(chan int, 1)
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+	err = interrupted(t, node.started, func() error {
 		fd, err := unix.Open(filepath.Join(dir, "stdin"), unix.O_WRONLY, 0)
 		if err != nil {
-			done <- err
-			return
+			return err
 		}
 		defer unix.Close(fd)
-		tid <- unix.Gettid()
 		_, err = unix.Write(fd, []byte("data\n"))
-		done <- err
-	}()
-	th := <-tid
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			if err != unix.EINTR {
-				t.Errorf("interrupted write to a blocking writer = %v; want EINTR", err)
-			}
-			return
-		case <-time.After(50 * time.Millisecond):
-			unix.Tgkill(os.Getpid(), th, syscall.SIGURG)
-		case <-deadline:
-			t.Fatal("the blocked write did not end on the interrupt")
-		}
+		return err
+	})
+	if err != unix.EINTR {
+		t.Errorf("interrupted write to a blocking writer = %v; want EINTR", err)
 	}
 }
 
@@ -199,27 +197,10 @@ func TestMkdirNotInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Unmount() })
-	tid := make(chan int, 1)
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // the signal goes to this thread
-		defer runtime.UnlockOSThread()
-		tid <- unix.Gettid()
-		done <- unix.Mkdir(filepath.Join(dir, "new"), 0o755) // no retry on EINTR here
-	}()
-	th := <-tid
-	select {
-	case <-d.started:
-	case err := <-done:
-		t.Fatalf("mkdir ended before the tree's Mkdir ran: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the tree's Mkdir did not start")
-	}
-	for range 3 {
-		unix.Tgkill(os.Getpid(), th, syscall.SIGURG)
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := <-done; err != nil {
+	err = interrupted(t, d.started, func() error {
+		return unix.Mkdir(filepath.Join(dir, "new"), 0o755) // no retry on EINTR here
+	})
+	if err != nil {
 		t.Errorf("interrupted mkdir = %v; want success (the directory was made)", err)
 	}
 	if n := d.calls.Load(); n != 1 {

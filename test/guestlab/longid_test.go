@@ -1,7 +1,6 @@
 package guestlab
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,15 +21,7 @@ func TestLongID(t *testing.T) {
 	if p := filepath.Join(d.dir, "st/run", id, "vsock/vsock.sock_565"); len(p) <= uds.MaxPath {
 		t.Fatalf("%s is %d bytes: a sockaddr_un holds it", p, len(p))
 	}
-	lower := t.TempDir()
-	for _, p := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(lower, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	lower := newLower(t, map[string]string{"a.txt": "alpha\n"})
 	d.mustSh(t, "echo 'world w lower="+lower+"' > ctl; echo 'new "+id+" template=base world=w' > ctl")
 	d.waitAgent(t, id)
 	if got := d.mustSh(t, "echo 'cat /workspace/a.txt; hostname' > sandboxes/"+id+"/exec; cat sandboxes/"+id+"/exec"); got != "alpha\n"+id+"\n" {

@@ -7,24 +7,35 @@ import (
 	"testing"
 )
 
-// TestWorldGuest: a sandbox created with world=<w> has the world at
-// /workspace: it reads the lower, its changes land in the world's upper
-// (the lower untouched) and show in diff; apply writes them back.
-func TestWorldGuest(t *testing.T) {
-	need(t)
-	d := startDaemon(t)
+// newLower makes a lower for a world: a directory the VMM's uid may
+// search (t.TempDir makes it and its parent 0700) holding files, each
+// path to its text (0644, its directories made).
+func newLower(t *testing.T, files map[string]string) string {
+	t.Helper()
 	lower := t.TempDir()
 	for _, p := range []string{filepath.Dir(lower), lower} {
 		if err := os.Chmod(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for p, s := range map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n"} {
-		os.MkdirAll(filepath.Join(lower, filepath.Dir(p)), 0o755)
+	for p, s := range files {
+		if err := os.MkdirAll(filepath.Join(lower, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(lower, p), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return lower
+}
+
+// TestWorldGuest: a sandbox created with world=<w> has the world at
+// /workspace: it reads the lower, its changes land in the world's upper
+// (the lower untouched) and show in diff; apply writes them back.
+func TestWorldGuest(t *testing.T) {
+	need(t)
+	d := startDaemon(t)
+	lower := newLower(t, map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n"})
 	d.mustSh(t, "echo 'world w lower="+lower+"' > ctl; echo 'new t template=base world=w' > ctl")
 	d.waitAgent(t, "t")
 	out := d.mustSh(t, `echo 'cat /workspace/a.txt; echo guest > /workspace/new.txt; rm /workspace/d/b.txt; ls /workspace /workspace/d; cat /workspace/new.txt' > sandboxes/t/exec; cat sandboxes/t/exec`)
@@ -103,18 +114,7 @@ print("ok")
 func TestWorldGuestPOSIX(t *testing.T) {
 	need(t)
 	d := startDaemon(t)
-	lower := t.TempDir()
-	for _, p := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.MkdirAll(filepath.Join(lower, "d"), 0o755)
-	for p, s := range map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n"} {
-		if err := os.WriteFile(filepath.Join(lower, p), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lower := newLower(t, map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n"})
 	if err := os.Symlink("/etc/hostname", filepath.Join(lower, "host")); err != nil {
 		t.Fatal(err)
 	}

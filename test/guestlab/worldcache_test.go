@@ -1,8 +1,6 @@
 package guestlab
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,18 +17,7 @@ import (
 func TestWorldGuestCache(t *testing.T) {
 	need(t)
 	d := startDaemon(t)
-	lower := t.TempDir()
-	for _, p := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, s := range map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n"} {
-		os.MkdirAll(filepath.Join(lower, filepath.Dir(p)), 0o755)
-		if err := os.WriteFile(filepath.Join(lower, p), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lower := newLower(t, map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n"})
 	d.mustSh(t, "echo 'world w lower="+lower+"' > ctl; echo 'world v lower="+lower+"' > ctl; echo 'new t template=base world=w' > ctl")
 	d.waitAgent(t, "t")
 	guest := func(cmd string) string {

@@ -49,20 +49,9 @@ make -s
 func TestWorldDev(t *testing.T) {
 	need(t)
 	d := startDaemon(t)
-	lower := t.TempDir()
-	for _, p := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, text := range worldDev {
-		mode := os.FileMode(0o644)
-		if name == "configure" {
-			mode = 0o755
-		}
-		if err := os.WriteFile(filepath.Join(lower, name), []byte(text), mode); err != nil {
-			t.Fatal(err)
-		}
+	lower := newLower(t, worldDev)
+	if err := os.Chmod(filepath.Join(lower, "configure"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	// asUser runs script as the guest user in sandbox id (procs/, as
 	// E2B's commands run) and returns its output and end.

@@ -1,8 +1,6 @@
 package guestlab
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,15 +16,7 @@ import (
 func TestWorldSnapshot(t *testing.T) {
 	need(t)
 	d := startDaemon(t)
-	lower := t.TempDir()
-	for _, p := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(lower, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	lower := newLower(t, map[string]string{"a.txt": "alpha\n"})
 	d.mustSh(t, "echo 'world w lower="+lower+"' > ctl; echo 'new t template=base world=w' > ctl")
 	d.waitAgent(t, "t")
 	guest := func(id, script string) string {
