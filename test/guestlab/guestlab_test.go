@@ -170,18 +170,7 @@ func (d *daemon) dumpState(t testing.TB, runs string) {
 // the error.
 func (d *daemon) sh(t testing.TB, script string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", script)
-	cmd.WaitDelay = 5 * time.Second
-	cmd.Dir = d.mnt
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil {
-		err = fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), err
+	return testenv.Sh(d.mnt, script)
 }
 
 // waitAgent waits until sandbox id's guest agent runs a command: a booted

@@ -8,9 +8,6 @@
 package netlab
 
 import (
-	"bytes"
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,20 +132,7 @@ func (d *daemon) fail(id string) {
 }
 
 // sh runs a shell script in the mount: stdout, and stderr in the error.
-func (d *daemon) sh(script string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", script)
-	cmd.WaitDelay = 5 * time.Second
-	cmd.Dir = d.mnt
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil {
-		err = fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), err
-}
+func (d *daemon) sh(script string) (string, error) { return testenv.Sh(d.mnt, script) }
 
 func (d *daemon) mustSh(t *testing.T, script string) string {
 	t.Helper()

@@ -1,7 +1,11 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +28,23 @@ func WaitMounted(mnt string) bool {
 			return false
 		}
 	}
+}
+
+// Sh runs a shell script in dir (a daemon's mounted tree), for at most
+// 90 s, and returns its stdout; its stderr is in the error.
+func Sh(dir, script string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), err
 }
 
 // StatusPid is the VMM's pid in a sandbox's status line (pid=N), or 0.
