@@ -3,6 +3,7 @@ package world
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -97,6 +98,73 @@ func applyChild(dir string) {
 		}
 	}
 	err = w.Apply(false)
+	fmt.Println("error", err)
+	os.Exit(1)
+}
+
+// TestRestoreKilled: a process killed during Restore, after the saved
+// upper was exchanged in and before its origins replaced the world's,
+// leaves a world whose next Open installs the saved origins: apply then
+// sees that the lower changed since the saved copy-up (a conflict), as
+// it would have without the kill, instead of judging the saved upper by
+// the origins of the changes it replaced.
+func TestRestoreKilled(t *testing.T) {
+	if dir := os.Getenv("SANDFS_WORLD_RESTORE_CHILD"); dir != "" {
+		restoreChild(dir)
+		return
+	}
+	lower, dir, saved := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "saved")
+	f := filepath.Join(lower, "f")
+	must(t, os.WriteFile(f, []byte("one"), 0o644))
+	w, err := Open(lower, dir, Overlay)
+	must(t, err)
+	must(t, nodes(t, w).write("f", "world")) // copied up over "one"
+	_, err = w.Save(saved)
+	must(t, err)
+	must(t, w.Discard())
+	must(t, os.WriteFile(f, []byte("two!"), 0o644)) // the lower moves on
+	must(t, nodes(t, w).write("f", "again"))        // copied up over "two!"
+	w.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRestoreKilled$")
+	cmd.Env = append(os.Environ(), "SANDFS_WORLD_RESTORE_CHILD="+dir, "SANDFS_WORLD_RESTORE_LOWER="+lower, "SANDFS_WORLD_RESTORE_SAVED="+saved)
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "exchanged" {
+		t.Logf("child: %s", sc.Text())
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	w, err = Open(lower, dir, Overlay)
+	must(t, err)
+	defer w.Close()
+	wantDisk(t, filepath.Join(w.Upper(), "f"), "world")
+	var ce *ConflictError
+	if err := w.Apply(false); !errors.As(err, &ce) || len(ce.Paths) != 1 || ce.Paths[0] != "f" {
+		t.Errorf("apply after the killed restore = %v; want a conflict on f (the lower changed since the saved copy-up)", err)
+	}
+	wantDisk(t, f, "two!")
+	if js, _ := filepath.Glob(filepath.Join(dir, "origins.restore-*")); len(js) != 0 {
+		t.Errorf("journals left after Open: %v", js)
+	}
+}
+
+// restoreChild restores the world in dir from its saved copy and stops
+// (to be killed) once the saved upper is in place.
+func restoreChild(dir string) {
+	w, err := Open(os.Getenv("SANDFS_WORLD_RESTORE_LOWER"), dir, Overlay)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	w.restoreHook = func() {
+		fmt.Println("exchanged")
+		select {} // killed here: the saved upper in place, the old origins still the world's
+	}
+	err = w.Restore(os.Getenv("SANDFS_WORLD_RESTORE_SAVED"))
 	fmt.Println("error", err)
 	os.Exit(1)
 }

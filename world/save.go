@@ -62,10 +62,11 @@ func (w *World) Save(dir string) (SaveStats, error) {
 
 // Restore replaces the world's changes by those Save wrote into dir:
 // the saved upper is copied into work/ (cloned where the file system
-// can), exchanged with the upper in one rename, as Discard does, and the
-// origins replaced. A kill before the exchange leaves the world as it
-// was; one between the exchange and the new origins leaves the saved
-// upper with the old origins of the paths it shadows too.
+// can), its origins written beside the world's (restoreJournal, synced),
+// the copy exchanged with the upper in one rename, as Discard does, and
+// the origins replaced. A kill before the exchange leaves the world as
+// it was; one after it leaves the saved upper, whose origins Open then
+// installs (finishRestore).
 func (w *World) Restore(dir string) error {
 	if err := w.noChanges("restore"); err != nil {
 		return err
@@ -90,11 +91,73 @@ func (w *World) Restore(dir string) error {
 		removeAll(w.work, scratch)
 		return fmt.Errorf("restore: %w", err)
 	}
+	inos := tc.mapInos(m.inos)
+	var st unix.Stat_t
+	if err := unix.Fstatat(w.work, scratch, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		removeAll(w.work, scratch)
+		return fmt.Errorf("restore: %w", err)
+	}
+	journal := filepath.Join(w.dir, restoreJournal(st.Ino))
+	if err := w.writeJournal(journal, encodeMeta(m.base, inos)); err != nil {
+		removeAll(w.work, scratch)
+		return fmt.Errorf("restore: %w", err)
+	}
 	if err := w.swapUpper(); err != nil {
+		os.Remove(journal)
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := w.meta.replace(m.base, tc.mapInos(m.inos)); err != nil {
+	if w.restoreHook != nil {
+		w.restoreHook()
+	}
+	if err := w.meta.replace(m.base, inos); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	os.Remove(journal)
 	return removeAll(w.work, scratch)
+}
+
+// restoreJournal is the name, in the world's directory, of the origins
+// a Restore is installing: written before its upper is exchanged in and
+// named after that upper's inode number, so that Open, finding one,
+// knows whether the exchange happened (finishRestore).
+func restoreJournal(ino uint64) string { return fmt.Sprintf("origins.restore-%d", ino) }
+
+// writeJournal writes b to path and syncs it and the world's directory.
+func (w *World) writeJournal(path string, b []byte) error {
+	if err := writeSync(path, b); err != nil {
+		return err
+	}
+	d, err := openDir(w.dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(d)
+	return syncDir(d)
+}
+
+// finishRestore completes or drops a Restore that was killed (Open,
+// before it reads the origins): a journal named after the upper's inode
+// number is the upper's origins (the exchange happened; the origins may
+// not have been replaced), any other is dropped (the exchange did not).
+func (w *World) finishRestore() error {
+	journals, err := filepath.Glob(filepath.Join(w.dir, "origins.restore-*"))
+	if err != nil || len(journals) == 0 {
+		return err
+	}
+	var st unix.Stat_t
+	if err := fstat(w.upper, &st); err != nil {
+		return err
+	}
+	for _, j := range journals {
+		if filepath.Base(j) == restoreJournal(st.Ino) {
+			if err := os.Rename(j, filepath.Join(w.dir, "origins")); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.Remove(j); err != nil {
+			return err
+		}
+	}
+	return nil
 }

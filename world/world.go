@@ -80,8 +80,9 @@ type World struct {
 	as    *userThread
 	asWho cred.Cred
 
-	copyHook  func()       // tests: called after a copy-up's first chunk
-	applyHook func(string) // tests: called when a file is in the lower, before its upper entry goes
+	copyHook    func()       // tests: called after a copy-up's first chunk
+	applyHook   func(string) // tests: called when a file is in the lower, before its upper entry goes
+	restoreHook func()       // tests: called when Restore's upper is in place, before its origins
 }
 
 // Open opens the world kept in dir over lower (an absolute path without
@@ -127,6 +128,9 @@ func (w *World) open(lower string) error {
 		return err
 	}
 	if w.upper, err = openDir(filepath.Join(w.dir, "upper")); err != nil {
+		return err
+	}
+	if err := w.finishRestore(); err != nil {
 		return err
 	}
 	w.meta, err = openMeta(filepath.Join(w.dir, "origins"), w.shadowed)
