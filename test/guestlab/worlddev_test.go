@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"sandfs/test/testenv"
 )
 
 // worldDev is a git repository with a small C project, the lower of
@@ -55,9 +58,15 @@ func TestWorldDev(t *testing.T) {
 	}
 	// asUser runs script as the guest user in sandbox id (procs/, as
 	// E2B's commands run) and returns its output and end.
+	// Compiling under the lab's emulation is slow: each step has 5
+	// minutes, not mustSh's 90 s.
 	asUser := func(id, script string) string {
 		t.Helper()
-		return d.mustSh(t, "cd sandboxes/"+id+"; exec 3<>procs/clone; read n <&3; echo 'user user' >&3; echo \"exec '"+script+" 2>&1'\" >&3; cat procs/$n/stdout; cat procs/$n/wait")
+		out, err := testenv.ShWithin(d.mnt, "cd sandboxes/"+id+"; exec 3<>procs/clone; read n <&3; echo 'user user' >&3; echo \"exec '"+script+" 2>&1'\" >&3; cat procs/$n/stdout; cat procs/$n/wait", 5*time.Minute)
+		if err != nil {
+			t.Fatalf("as the guest user in %s: %v\n%s", id, err, out)
+		}
+		return out
 	}
 	git := "git -c user.name=guest -c user.email=guest@sandbox"
 

@@ -32,8 +32,12 @@ func WaitMounted(mnt string) bool {
 
 // Sh runs a shell script in dir (a daemon's mounted tree), for at most
 // 90 s, and returns its stdout; its stderr is in the error.
-func Sh(dir, script string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+func Sh(dir, script string) (string, error) { return ShWithin(dir, script, 90*time.Second) }
+
+// ShWithin is Sh for at most d (a guest's build under the lab's
+// emulation takes longer than a file operation).
+func ShWithin(dir, script string, d time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", script)
 	cmd.WaitDelay = 5 * time.Second
