@@ -46,6 +46,11 @@ trap 'rm -f "$manifest" "$manifest.rest" "$manifest.rest.new" "$out" "$out.hung"
 # the binaries' own -test.timeout never fires, did (2026-12-02: silent for
 # 30 min in vmm/virtio/labtest, its console quiet too).
 silence=${SANDFS_LAB_SILENCE:-900}
+# A lab whose own kernel has crashed (its console shows $labcrash) and
+# that has printed nothing for $crashSilence seconds is ended at once:
+# 2026-12-02's CI waited out the full $silence after an oops that had
+# killed a test binary's thread at 65 s of the lab's uptime.
+crashSilence=${SANDFS_LAB_CRASH_SILENCE:-120}
 runlab() {
 	start=$(date +%s)
 	rm -f "$out.hung" "$out.pid" "$out.rc"
@@ -57,6 +62,12 @@ runlab() {
 		lab=$(cat "$out.pid" 2>/dev/null) || continue
 		kill -0 "$lab" 2>/dev/null || break
 		idle=$(($(date +%s) - $(stat -c %Y "$out")))
+		con=${SANDFS_CACHE:-/var/cache/sandfs}/lab/console-$lab.log # tools/lab/qemu.go
+		if [ $idle -ge "$crashSilence" ] && [ -f "$con" ] && grep -a -q -E "$labcrash" "$con"; then
+			echo "test-lab: THE LAB'S OWN KERNEL CRASHED and the lab printed nothing for ${idle}s: ended" | tee "$out.hung"
+			kill -TERM "$lab"
+			break
+		fi
 		if [ $idle -ge "$silence" ]; then
 			echo "test-lab: THE LAB PRINTED NOTHING FOR ${idle}s: taken as hung and ended" | tee "$out.hung"
 			kill -TERM "$lab"
