@@ -17,15 +17,16 @@ labreset='triple fault, the guest resets|machine has ended \(reset\)|guest shut 
 # are never offered SVM (vmm/cpuid.go) and run the same kernel image as
 # the lab, so such a RIP is not the guest's: it is the lab kernel's own
 # VMRUN path, its state leaked into the nested guest by QEMU's emulation
-# of nested SVM (docs/lab.md, "a stalled guest's RIP"). Only inside the
-# lab, where /proc/kallsyms is that kernel's.
+# of nested SVM (docs/lab.md, "The dump of a stall"). Only inside the
+# lab, where /proc/kallsyms is that kernel's ($LAB_KALLSYMS: another
+# file in its format, for tools/lab's TestLabSVMRips).
 labsvmrips() {
-	local rips
+	local rips syms=${LAB_KALLSYMS:-/proc/kallsyms}
 	rips=$(grep -o -E 'vcpu [0-9]+: rip=0x[0-9a-f]+' | sed 's/.*rip=0x//' | sort -u)
-	[ -n "$rips" ] && [ -r /proc/kallsyms ] || return 1
+	[ -n "$rips" ] && [ -r "$syms" ] || return 1
 	# Kernel addresses are 16 hex digits: sorted as text, the RIPs fall
 	# after the symbol that holds them.
-	{ awk '$2 ~ /^[tT]$/ {print $1, $3}' /proc/kallsyms
+	{ awk '$2 ~ /^[tT]$/ {print $1, $3}' "$syms"
 	  for r in $rips; do echo "$(printf '%16s' "$r" | tr ' ' 0) ~"; done
 	} | LC_ALL=C sort | awk '
 		$2 != "~" {sym = $2; next}

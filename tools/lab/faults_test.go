@@ -1,0 +1,52 @@
+package lab
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLabSVMRips: faults.sh's labsvmrips names the dumped vCPU RIPs that
+// lie in SVM code (a lab fault, rerun by run-tests.sh) and only those:
+// a RIP in another function, below every symbol, or no RIP at all is
+// none.
+func TestLabSVMRips(t *testing.T) {
+	syms := filepath.Join(t.TempDir(), "kallsyms")
+	kallsyms := "ffffffff81000000 T _stext\n" +
+		"ffffffff815d1500 T __svm_vcpu_run\n" +
+		"ffffffff815d1700 t svm_vcpu_enter_exit\n" +
+		"ffffffff815d1800 T amd_e400_idle\n" +
+		"ffffffff815d1900 D some_data\n" +
+		"ffffffff815d1a00 T memcpy\n"
+	if err := os.WriteFile(syms, []byte(kallsyms), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(dump string) (string, bool) {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", ". ./faults.sh; labsvmrips")
+		cmd.Env = append(os.Environ(), "LAB_KALLSYMS="+syms)
+		cmd.Stdin = strings.NewReader(dump)
+		out, err := cmd.Output()
+		if _, exit := err.(*exec.ExitError); err != nil && !exit {
+			t.Fatal(err)
+		}
+		return string(out), err == nil
+	}
+	for _, tc := range []struct {
+		name, dump, want string
+	}{
+		{"svm run", "  vcpu 0: rip=0xffffffff815d159c rflags=0x246 if=1\n", "0xffffffff815d159c __svm_vcpu_run\n"},
+		{"two vcpus", "  vcpu 0: rip=0xffffffff815d1800 if=1\n  vcpu 1: rip=0xffffffff815d1710 if=0\n", "0xffffffff815d1710 svm_vcpu_enter_exit\n"},
+		{"idle", "  vcpu 0: rip=0xffffffff815d1804 rflags=0x246\n", ""},
+		{"after data", "  vcpu 0: rip=0xffffffff815d1904\n", ""},
+		{"below every symbol", "  vcpu 0: rip=0x100281\n", ""},
+		{"no dump", "--- FAIL: TestX (1.00s)\n", ""},
+	} {
+		out, ok := run(tc.dump)
+		if out != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: labsvmrips = %q, ok %v; want %q", tc.name, out, ok, tc.want)
+		}
+	}
+}
