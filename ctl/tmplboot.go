@@ -144,6 +144,12 @@ func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir, id string) 
 	err = waitAgent(wctx, vm.uds)
 	cancel()
 	if err != nil {
+		// The build is given up and its directory goes: the VMM's state
+		// dump (when it makes one: vmmproc.Process.AskDump), logged
+		// here, is the only record of where the guest stopped.
+		vm.p.AskDump()
+		r.Log.Warn("template boot: agent not serving", "template", s.Template, "err", err,
+			"console", logTail(vm.console, 2000), "vmmlog", logTail(filepath.Join(b.Dir, "vmm.log"), 8000))
 		return fmt.Errorf("template boot: %w", vm.whyEnded(err))
 	}
 	r.Log.Info("template booted: agent serving", "template", s.Template, "after", time.Since(start).Round(time.Millisecond))
