@@ -28,10 +28,11 @@ func TestAskDump(t *testing.T) {
 	defer p.Kill()
 	waitConsole(t, p, cfg, "tick 1\r\n", bootTimeout)
 	p.AskDump()
-	l, _ := os.ReadFile(cfg.LogFile)
-	for _, want := range []string{"virtio debug dump", "interrupts:", "lapic: tpr="} {
-		if !strings.Contains(string(l), want) {
-			t.Errorf("vmm.log after AskDump lacks %q:\n%s", want, tail(string(l), 3000))
+	wants := []string{"virtio debug dump", "interrupts:", "lapic: tpr="}
+	l := waitLog(cfg, wants...)
+	for _, want := range wants {
+		if !strings.Contains(l, want) {
+			t.Errorf("vmm.log after AskDump lacks %q:\n%s", want, tail(l, 3000))
 		}
 	}
 	b, _ := os.ReadFile(cfg.Console)

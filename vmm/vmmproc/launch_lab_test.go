@@ -76,6 +76,25 @@ func waitConsole(t *testing.T, p *Process, cfg Config, s string, d time.Duration
 	}
 }
 
+// waitLog waits up to 10 s for vmm.log to hold each of want and returns
+// it: the VMM's stderr reaches the file through a pipe the launcher
+// copies (logpipe.go), so a line can come after the request that made
+// it has returned (a CI run read an empty vmm.log right after a pause).
+func waitLog(cfg Config, want ...string) string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, _ := os.ReadFile(cfg.LogFile)
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(string(l), w)
+		}
+		if all || time.Now().After(deadline) {
+			return string(l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestLaunchPauseResumeStop(t *testing.T) {
 	dir := t.TempDir()
 	cfg := launchConfig(t, dir, "ticks")
@@ -90,8 +109,8 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 	if err := p.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := os.ReadFile(cfg.LogFile); !strings.Contains(string(l), "vcpu: paused") {
-		t.Errorf("vmm.log has no vcpu: paused line after a pause:\n%s", tail(string(l), 2000))
+	if l := waitLog(cfg, "vcpu: paused"); !strings.Contains(l, "vcpu: paused") {
+		t.Errorf("vmm.log has no vcpu: paused line after a pause:\n%s", tail(l, 2000))
 	}
 	if st, err := p.Status(ctx); err != nil || !strings.HasPrefix(st, "paused ") {
 		t.Errorf("Status = %q, %v; want paused", st, err)
