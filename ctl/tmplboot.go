@@ -148,8 +148,7 @@ func (r *VMMRuntime) buildTemplate(ctx context.Context, s Spec, dir, id string) 
 		// dump (when it makes one: vmmproc.Process.AskDump), logged
 		// here, is the only record of where the guest stopped.
 		vm.p.AskDump()
-		r.Log.Warn("template boot: agent not serving", "template", s.Template, "err", err,
-			"console", logTail(vm.console, 2000), "vmmlog", logTail(filepath.Join(b.Dir, "vmm.log"), 8000))
+		r.Log.Warn("template boot: agent not serving", append([]any{"template", s.Template, "err", err}, vm.LastWords()...)...)
 		return fmt.Errorf("template boot: %w", vm.whyEnded(err))
 	}
 	r.Log.Info("template booted: agent serving", "template", s.Template, "after", time.Since(start).Round(time.Millisecond))

@@ -405,9 +405,11 @@ func (m *vmmMachine) Err() error {
 // LastWords is what the guest's console and the VMM's log said last: the
 // daemon logs it when a machine ends unasked (lifecycle.go), since the run
 // directory may go with the sandbox and a guest that resets by a triple
-// fault prints nothing (the VMM logs its registers).
+// fault prints nothing (the VMM logs its registers). vmm.log's tail is
+// long enough for a SIGUSR1 dump's vCPU lines (AskDump), which follow
+// its devices'.
 func (m *vmmMachine) LastWords() []any {
-	return []any{"console", logTail(m.console, 2000), "vmmlog", logTail(filepath.Join(filepath.Dir(m.console), "vmm.log"), 2000)}
+	return []any{"console", logTail(m.console, 2000), "vmmlog", logTail(filepath.Join(filepath.Dir(m.console), "vmm.log"), 8000)}
 }
 
 // untilEnd is ctx, also cancelled when the machine ends: a wait for its

@@ -132,11 +132,18 @@ func TestRestoreKilled(t *testing.T) {
 	must(t, err)
 	must(t, cmd.Start())
 	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "exchanged" {
-		t.Logf("child: %s", sc.Text())
+	exchanged := false
+	for !exchanged && sc.Scan() {
+		exchanged = sc.Text() == "exchanged"
+		if !exchanged {
+			t.Logf("child: %s", sc.Text())
+		}
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
+	if !exchanged {
+		t.Fatal("the child's Restore never reached the exchange")
+	}
 
 	w, err = Open(lower, dir, Overlay)
 	must(t, err)

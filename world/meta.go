@@ -149,7 +149,22 @@ func (m *meta) rewrite() error {
 	if err := writeSync(tmp, encodeMeta(m.base, m.inos)); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, m.path); err != nil {
+	return m.install(tmp)
+}
+
+// adopt makes base and inos the state, from file, their encoding
+// already written and synced (a Restore's journal), renamed into place.
+func (m *meta) adopt(file string, base map[string]ident, inos map[uint64]uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.base, m.inos = base, inos
+	return m.install(file)
+}
+
+// install renames file, the state's encoding, into place and opens it
+// for appending. mu held.
+func (m *meta) install(file string) error {
+	if err := os.Rename(file, m.path); err != nil {
 		return err
 	}
 	if m.f != nil {
@@ -276,14 +291,6 @@ func (m *meta) state() (map[string]ident, map[uint64]uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return maps.Clone(m.base), maps.Clone(m.inos)
-}
-
-// replace makes base and inos the whole state (Restore).
-func (m *meta) replace(base map[string]ident, inos map[uint64]uint64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.base, m.inos = base, inos
-	return m.rewrite()
 }
 
 func (m *meta) close() error {

@@ -64,7 +64,7 @@ func (w *World) Save(dir string) (SaveStats, error) {
 // the saved upper is copied into work/ (cloned where the file system
 // can), its origins written beside the world's (restoreJournal, synced),
 // the copy exchanged with the upper in one rename, as Discard does, and
-// the origins replaced. A kill before the exchange leaves the world as
+// the journal renamed over the origins. A kill before the exchange leaves the world as
 // it was; one after it leaves the saved upper, whose origins Open then
 // installs (finishRestore).
 func (w *World) Restore(dir string) error {
@@ -98,7 +98,7 @@ func (w *World) Restore(dir string) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	journal := filepath.Join(w.dir, restoreJournal(st.Ino))
-	if err := w.writeJournal(journal, encodeMeta(m.base, inos)); err != nil {
+	if err := writeSync(journal, encodeMeta(m.base, inos)); err != nil {
 		removeAll(w.work, scratch)
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -109,10 +109,9 @@ func (w *World) Restore(dir string) error {
 	if w.restoreHook != nil {
 		w.restoreHook()
 	}
-	if err := w.meta.replace(m.base, inos); err != nil {
+	if err := w.meta.adopt(journal, m.base, inos); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	os.Remove(journal)
 	return removeAll(w.work, scratch)
 }
 
@@ -121,19 +120,6 @@ func (w *World) Restore(dir string) error {
 // named after that upper's inode number, so that Open, finding one,
 // knows whether the exchange happened (finishRestore).
 func restoreJournal(ino uint64) string { return fmt.Sprintf("origins.restore-%d", ino) }
-
-// writeJournal writes b to path and syncs it and the world's directory.
-func (w *World) writeJournal(path string, b []byte) error {
-	if err := writeSync(path, b); err != nil {
-		return err
-	}
-	d, err := openDir(w.dir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(d)
-	return syncDir(d)
-}
 
 // finishRestore completes or drops a Restore that was killed (Open,
 // before it reads the origins): a journal named after the upper's inode

@@ -1,6 +1,8 @@
 package ninep
 
 import (
+	"math"
+
 	"github.com/hugelgupf/p9/p9"
 
 	"sandfs/ctl/cred"
@@ -44,24 +46,32 @@ func (m *IDMap) out(o cred.Owner) (p9.UID, p9.GID) {
 }
 
 // uid is the tree's uid for the client's u; ok is false if m does not
-// map it. An unset u (NoUID) stays unset.
+// map it (the result is then unset). An unset u (NoUID) stays unset.
 func (m *IDMap) uid(u p9.UID) (p9.UID, bool) {
-	if m == nil || !u.Ok() {
+	if m == nil {
 		return u, true
 	}
-	if uint32(u) == m.Guest.UID {
-		return p9.UID(m.Host.UID), true
-	}
-	return p9.NoUID, false
+	id, ok := in(uint32(u), m.Guest.UID, m.Host.UID)
+	return p9.UID(id), ok
 }
 
 // gid is uid's counterpart for group ids.
 func (m *IDMap) gid(g p9.GID) (p9.GID, bool) {
-	if m == nil || !g.Ok() {
+	if m == nil {
 		return g, true
 	}
-	if uint32(g) == m.Guest.GID {
-		return p9.GID(m.Host.GID), true
+	id, ok := in(uint32(g), m.Guest.GID, m.Host.GID)
+	return p9.GID(id), ok
+}
+
+// in maps a client's id: unset (NoUID and NoGID are both MaxUint32)
+// stays unset, guest is host, anything else is unmapped (unset, false).
+func in(id, guest, host uint32) (uint32, bool) {
+	switch id {
+	case math.MaxUint32:
+		return id, true
+	case guest:
+		return host, true
 	}
-	return p9.NoGID, false
+	return math.MaxUint32, false
 }

@@ -67,9 +67,10 @@ while read -r name dir; do
 		faulted=1
 		why=""
 		for t in $tests; do
-			if section "$log" "$t" | grep -q -E "$labreset"; then
-				why="$why$(section "$log" "$t" | grep -m 2 -E "$labreset" | cut -c1-300)"$'\n'
-			elif rips=$(section "$log" "$t" | labsvmrips); then
+			sec=$(section "$log" "$t")
+			if resets=$(grep -m 2 -E "$labreset" <<< "$sec"); then
+				why="$why$(cut -c1-300 <<< "$resets")"$'\n'
+			elif rips=$(labsvmrips <<< "$sec"); then
 				why="$why$t: a vCPU in the lab kernel's SVM code: $(echo $rips)"$'\n'
 			else
 				faulted=0
