@@ -29,7 +29,7 @@ func TestAskDump(t *testing.T) {
 	waitConsole(t, p, cfg, "tick 1\r\n", bootTimeout)
 	p.AskDump()
 	wants := []string{"virtio debug dump", "interrupts:", "lapic: tpr="}
-	l := waitLog(cfg, wants...)
+	l := waitLog(cfg.LogFile, wants...)
 	for _, want := range wants {
 		if !strings.Contains(l, want) {
 			t.Errorf("vmm.log after AskDump lacks %q:\n%s", want, tail(l, 3000))

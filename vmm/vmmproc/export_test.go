@@ -12,6 +12,9 @@ import (
 // attack once confined (attack_test.go).
 const AttackID = attackID
 
+// WaitLog waits for vmm.log's lines (waitLog).
+func WaitLog(path string, want ...string) string { return waitLog(path, want...) }
+
 // SnapshotTree records what is under dir (snapshotTree).
 func SnapshotTree(t *testing.T, dir string) map[string]string { return snapshotTree(t, dir) }
 

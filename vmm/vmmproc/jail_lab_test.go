@@ -84,6 +84,11 @@ func TestJailedVMMAttacks(t *testing.T) {
 	if err := victim.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The pause's own log line reaches vmm.log through a pipe, after
+	// Pause returns (a CI run saw the victim's log "change" by it).
+	if l := vmmproc.WaitLog(filepath.Join(vs.Dir, "vmm.log"), "vcpu: paused"); !strings.Contains(l, "vcpu: paused") {
+		t.Fatalf("the victim's vmm.log has no pause line:\n%s", l)
+	}
 	before := vmmproc.SnapshotTree(t, vs.Dir)
 
 	as := spec(vmmproc.AttackID, 1)

@@ -76,14 +76,14 @@ func waitConsole(t *testing.T, p *Process, cfg Config, s string, d time.Duration
 	}
 }
 
-// waitLog waits up to 10 s for vmm.log to hold each of want and returns
+// waitLog waits up to 10 s for vmm.log at path to hold each of want and returns
 // it: the VMM's stderr reaches the file through a pipe the launcher
 // copies (logpipe.go), so a line can come after the request that made
 // it has returned (a CI run read an empty vmm.log right after a pause).
-func waitLog(cfg Config, want ...string) string {
+func waitLog(path string, want ...string) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		l, _ := os.ReadFile(cfg.LogFile)
+		l, _ := os.ReadFile(path)
 		all := true
 		for _, w := range want {
 			all = all && strings.Contains(string(l), w)
@@ -109,7 +109,7 @@ func TestLaunchPauseResumeStop(t *testing.T) {
 	if err := p.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l := waitLog(cfg, "vcpu: paused"); !strings.Contains(l, "vcpu: paused") {
+	if l := waitLog(cfg.LogFile, "vcpu: paused"); !strings.Contains(l, "vcpu: paused") {
 		t.Errorf("vmm.log has no vcpu: paused line after a pause:\n%s", tail(l, 2000))
 	}
 	if st, err := p.Status(ctx); err != nil || !strings.HasPrefix(st, "paused ") {
