@@ -272,6 +272,19 @@ func TestRedial(t *testing.T) {
 	now := time.Now()
 	e.s.now = func() time.Time { return now }
 	stop() // the daemon's service ends: its connections close
+	// ... when the server's goroutine sees the cancel: wait for that, or
+	// the first request may still be served on the old connection.
+	e.s.mu.Lock()
+	shared := e.s.clients[keyA]
+	e.s.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := shared.StatAttr(""); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shared connection still answers 10 s after its server's end")
+		}
+	}
 	for i, want := range []string{"unreachable", "unreachable", "next dial in"} {
 		code, body := e.do(keyA, "GET", "/v2/sandboxes", "")
 		if code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
