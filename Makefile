@@ -34,8 +34,17 @@ probe: build
 	bin/sandfs probe
 
 # Host tests. -race needs cgo, so this target turns it back on.
+# test/makerun's tests start labs of their own (run.sh's lab path), where
+# the nested emulation's faults fail a test as they do in the lab stage:
+# its binary runs through the lab stage's runner (tools/lab/run-tests.sh),
+# which reruns a test that failed with a lab fault's signature once.
 test-unit:
-	CGO_ENABLED=1 $(GO) test -race ./...
+	CGO_ENABLED=1 $(GO) test -race $$($(GO) list ./... | grep -v -x 'sandfs/test/makerun'); rc=$$?; \
+	mkdir -p bin/tests && echo "host-makerun.test test/makerun" > bin/tests/host-manifest && \
+	CGO_ENABLED=1 $(GO) test -race -c -o bin/tests/host-makerun.test ./test/makerun && \
+	SANDFS_TEST_ROOT=$(CURDIR) SANDFS_TEST_STAGE=host SANDFS_TEST_DIGEST=$(CURDIR)/bin/tests/host-digest.txt LAB_KALLSYMS=/dev/null \
+		bash tools/lab/run-tests.sh $(CURDIR)/bin/tests/host-manifest; mrc=$$?; \
+	[ $$rc = 0 ] && [ $$mrc = 0 ]
 
 # Each fuzz target for FUZZTIME (5 x 10 s, about 75 s with the builds),
 # one worker per core. A failing input is written to the package's
@@ -92,7 +101,7 @@ bench-e2b: build kernel template
 # (skip) on the host and the lab stage runs test/lab-packages in one lab
 # boot. Every stage runs; the target fails if any failed.
 test: build kernel template bpf-check
-	@rm -f bin/tests/lab-digest.txt; verdict=$$(bin/sandfs probe); echo "== make test: host probe: $$verdict"; \
+	@rm -f bin/tests/lab-digest.txt bin/tests/host-digest.txt; verdict=$$(bin/sandfs probe); echo "== make test: host probe: $$verdict"; \
 	echo "== make test: host tests (go test -race ./...)"; \
 	$(MAKE) --no-print-directory test-unit; unit=$$?; \
 	echo "== make test: fuzz targets ($(FUZZTIME) each)"; \
@@ -105,6 +114,7 @@ test: build kernel template bpf-check
 	fi; \
 	echo "== make test: E2B SDK suite (test/e2b)"; \
 	test/e2b/run.sh; e2brc=$$?; \
+	if [ -s bin/tests/host-digest.txt ]; then echo "== make test: test/makerun's digest (failures, reruns)"; cat bin/tests/host-digest.txt; fi; \
 	if [ -s bin/tests/lab-digest.txt ]; then echo "== make test: the lab stage's digest (failures, reruns)"; cat bin/tests/lab-digest.txt; fi; \
 	echo "== make test: host tests exit $$unit, fuzz exit $$fuzzrc, lab tests exit $$labrc, e2b exit $$e2brc"; \
 	[ $$unit = 0 ] && [ $$fuzzrc = 0 ] && [ $$labrc = 0 ] && [ $$e2brc = 0 ]

@@ -1,6 +1,11 @@
 #!/bin/bash
 # Runs inside the lab (see test-lab.sh): each line of the manifest is
-# "<binary> <package dir>"; binaries live next to the manifest.
+# "<binary> <package dir>"; binaries live next to the manifest (an
+# absolute path), package dirs under $SANDFS_TEST_ROOT (/opt/sandfs, the
+# repository as the lab mounts it). make test-unit runs it on the host too,
+# for test/makerun, whose tests start labs of their own: there
+# SANDFS_TEST_ROOT is the repository, SANDFS_TEST_STAGE "host" and
+# SANDFS_TEST_DIGEST the digest's file.
 #
 # A nested guest that the emulation resets, or whose vCPU the emulation
 # left in the lab kernel's own SVM code (tools/lab/faults.sh), fails
@@ -14,14 +19,16 @@ manifest=$1
 bindir=$(dirname "$manifest")
 maxRerun=4
 . "$(dirname "$0")/faults.sh"
-digest=/tmp/lab-digest
+root=${SANDFS_TEST_ROOT:-/opt/sandfs}
+stage=${SANDFS_TEST_STAGE:-lab}
+digest=${SANDFS_TEST_DIGEST:-/tmp/lab-digest}
 : > "$digest"
 
 # runbin DIR BIN LOG ARGS...: run one test binary, output to stdout and LOG.
 runbin() {
 	local dir=$1 bin=$2 log=$3
 	shift 3
-	(cd "/opt/sandfs/$dir" && "$bin" -test.v -test.timeout="${SANDFS_LAB_TEST_TIMEOUT:-30m}" "$@" 2>&1) | tee "$log"
+	(cd "$root/$dir" && "$bin" -test.v -test.timeout="${SANDFS_LAB_TEST_TIMEOUT:-30m}" "$@" 2>&1) | tee "$log"
 	return "${PIPESTATUS[0]}"
 }
 
@@ -55,7 +62,7 @@ note() {
 fail=0
 while read -r name dir; do
 	[ -n "$name" ] || continue
-	echo "=== lab: $dir ($name)"
+	echo "=== $stage: $dir ($name)"
 	log=/tmp/lab-test-$name.log
 	t0=$(date +%s)
 	runbin "$dir" "$bindir/$name" "$log"
@@ -98,16 +105,16 @@ while read -r name dir; do
 	fi
 	t=$(($(date +%s) - t0))
 	if [ $rc = 0 ]; then
-		echo "ok  	sandfs/$dir	${t}s	(lab$how)"
+		echo "ok  	sandfs/$dir	${t}s	($stage$how)"
 	else
-		echo "FAIL	sandfs/$dir	${t}s	(lab, exit $rc)"
+		echo "FAIL	sandfs/$dir	${t}s	($stage, exit $rc)"
 		fail=1
 	fi
 done < "$manifest"
 if [ -s "$digest" ]; then
-	echo "=== lab digest"
+	echo "=== $stage digest"
 	cat "$digest"
-	echo "=== end of lab digest"
+	echo "=== end of $stage digest"
 fi
-if [ $fail = 0 ]; then echo "PASS (lab)"; else echo "FAIL (lab)"; fi
+if [ $fail = 0 ]; then echo "PASS ($stage)"; else echo "FAIL ($stage)"; fi
 exit $fail

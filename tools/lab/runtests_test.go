@@ -1,0 +1,59 @@
+package lab
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunTestsRerun: run-tests.sh, as make test-unit runs it on the host,
+// runs a binary's failed test once more only when its output shows a lab
+// fault, passes the binary if the rerun passes, and keeps every other
+// failure. The "binary" is a script that prints what a Go test binary
+// prints and fails on its first run only.
+func TestRunTestsRerun(t *testing.T) {
+	for _, tc := range []struct {
+		name, msg string
+		rc        int
+		want      string
+	}{
+		{"reset", `why="guest shut down (reset)"`, 0, "(host, TestA passed on rerun after a lab fault)"},
+		{"vmm reset", `msg="vcpu: triple fault, the guest resets" vcpu=0`, 0, "passed on rerun"},
+		{"other failure", `exec: exit status 1`, 1, "FAIL\tsandfs/pkg\t"},
+	} {
+		dir := t.TempDir()
+		once := filepath.Join(dir, "ran")
+		bin := "#!/bin/bash\n" +
+			"echo '=== RUN   TestA'\n" +
+			"if [ -e " + once + " ]; then echo '--- PASS: TestA (0.00s)'; echo PASS; exit 0; fi\n" +
+			": > " + once + "\n" +
+			"echo '    x_test.go:1: " + strings.ReplaceAll(tc.msg, "'", "") + "'\n" +
+			"echo '--- FAIL: TestA (1.00s)'; echo FAIL; exit 1\n"
+		if err := os.WriteFile(filepath.Join(dir, "fake.test"), []byte(bin), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, "pkg"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		manifest := filepath.Join(dir, "manifest")
+		if err := os.WriteFile(manifest, []byte("fake.test pkg\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "run-tests.sh", manifest)
+		cmd.Env = append(os.Environ(), "SANDFS_TEST_ROOT="+dir, "SANDFS_TEST_STAGE=host",
+			"SANDFS_TEST_DIGEST="+filepath.Join(dir, "digest"), "LAB_KALLSYMS=/dev/null")
+		out, err := cmd.CombinedOutput()
+		rc := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			rc = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		reruns := strings.Count(string(out), "=== RUN   TestA")
+		if rc != tc.rc || !strings.Contains(string(out), tc.want) || reruns != 2-tc.rc {
+			t.Errorf("%s: exit %d, %d runs; want exit %d, %d runs and %q in:\n%s", tc.name, rc, reruns, tc.rc, 2-tc.rc, tc.want, out)
+		}
+	}
+}
