@@ -130,7 +130,7 @@ func (c *conn) Attach() (p9.File, error) {
 	if err != nil {
 		return nil, errno(err)
 	}
-	root := &file{c: c, ch: rc}
+	root := &file{c: c, ch: rc, scope: rootScope(rc.Attr().Ino)}
 	if c.token == "" {
 		c.authenticated()
 		return root, nil

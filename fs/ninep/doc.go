@@ -49,8 +49,11 @@
 // Accept errors that pass (EMFILE, ENFILE, ENOBUFS, ENOMEM, ECONNABORTED)
 // are retried with a backoff instead of ending the listener.
 //
-// QID paths come from one qids.PathGenerator per Server, one per tree
-// path, so a file keeps its QID path across walks and connections.
+// QID paths (ident.go): a generated file's come from one
+// qids.PathGenerator per Server, one per tree path, so a file keeps its
+// QID path across walks and connections; a file of a real file system
+// passed through shows its inode number, mixed with its scope's path
+// where the tree holds several such file systems.
 //
 // # Client
 //

@@ -36,9 +36,10 @@ type file struct {
 	templatefs.XattrUnimplemented
 	templatefs.NotLockable
 
-	c    *conn
-	path string   // tree path, "" for the root
-	ch   sfs.Chan // the node, with the owner it shows
+	c     *conn
+	path  string   // tree path, "" for the root
+	ch    sfs.Chan // the node, with the owner it shows
+	scope scope    // the passed-through file system it is in, if any (ident.go)
 
 	mu   sync.Mutex   // protects h and ents
 	h    sfs.Handle   // set by Open
@@ -70,18 +71,14 @@ func errno(err error) error {
 }
 
 func (f *file) qid(a sfs.Attr) p9.QID {
-	return p9.QID{Type: qidType(a.Mode), Path: f.qidPath(f.path, a.Ino)}
+	return p9.QID{Type: qidType(a.Mode), Path: f.c.srv.qidOf(f.path, a.Ino, f.scope)}
 }
 
-// qidPath is the QID path of tree path p: the node's own inode number
-// if it shows one (a real file system passed through, posix.go), else
-// one the server makes for p, with the top bit set so that the two
-// kinds never meet.
-func (f *file) qidPath(p string, ino uint64) uint64 {
-	if ino != 0 {
-		return ino &^ (1 << 63)
-	}
-	return 1<<63 | f.c.srv.qidPath(p)
+// child is f's child name, whose node is ch (and h, if it was opened
+// as it was made).
+func (f *file) child(name string, ch sfs.Chan, h sfs.Handle) *file {
+	p := path.Join(f.path, name)
+	return &file{c: f.c, path: p, ch: ch, h: h, scope: f.scope.below(p, ch.Attr().Ino)}
 }
 
 func qidType(m iofs.FileMode) p9.QIDType {
@@ -97,13 +94,13 @@ func qidType(m iofs.FileMode) p9.QIDType {
 // Walk implements p9.File.Walk; p9 calls it with zero or one name.
 func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
 	var qs []p9.QID
-	cur := &file{c: f.c, path: f.path, ch: f.ch}
+	cur := &file{c: f.c, path: f.path, ch: f.ch, scope: f.scope}
 	for _, name := range names {
 		ch, err := cur.ch.Walk(f.c.ctx, name)
 		if err != nil {
 			return nil, nil, errno(err)
 		}
-		cur = &file{c: f.c, path: path.Join(cur.path, name), ch: ch}
+		cur = cur.child(name, ch, nil)
 		qs = append(qs, cur.qid(ch.Attr()))
 	}
 	return qs, cur, nil
@@ -261,7 +258,8 @@ func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 	qs := make(map[string]p9.QID, len(ents))
 	for i, e := range ents {
 		names[i] = e.Name
-		qs[e.Name] = p9.QID{Type: qidType(e.Mode), Path: f.qidPath(path.Join(f.path, e.Name), e.Ino)}
+		p := path.Join(f.path, e.Name)
+		qs[e.Name] = p9.QID{Type: qidType(e.Mode), Path: f.c.srv.qidOf(p, e.Ino, f.scope.below(p, e.Ino))}
 	}
 	return readdir.Readdir(offset, count, names, qs)
 }

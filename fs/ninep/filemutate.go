@@ -2,7 +2,6 @@ package ninep
 
 import (
 	iofs "io/fs"
-	"path"
 	"time"
 
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
@@ -45,7 +44,7 @@ func (f *file) Create(name string, mode p9.OpenFlags, perm p9.FileMode, uid p9.U
 		h.Close()
 		return nil, p9.QID{}, 0, errno(err)
 	}
-	nf := &file{c: f.c, path: path.Join(f.path, name), ch: ch, h: h}
+	nf := f.child(name, ch, h)
 	return nf, nf.qid(ch.Attr()), f.c.srv.ioUnit, nil
 }
 
@@ -92,8 +91,7 @@ func (f *file) Mkdir(name string, perm p9.FileMode, uid p9.UID, gid p9.GID) (p9.
 
 // childQID is the QID of ch, just made as name in f.
 func (f *file) childQID(name string, ch sfs.Chan) p9.QID {
-	a := ch.Attr()
-	return p9.QID{Type: qidType(a.Mode), Path: f.qidPath(path.Join(f.path, name), a.Ino)}
+	return f.child(name, ch, nil).qid(ch.Attr())
 }
 
 // Symlink implements p9.File.Symlink in an sfs.Symlinker directory; the

@@ -171,7 +171,7 @@ func ListP9(f p9.File, count uint32) ([]sfs.Dirent, error) {
 			if e.Type == p9.TypeDir {
 				m = iofs.ModeDir
 			}
-			out = append(out, sfs.Dirent{Name: e.Name, Mode: m})
+			out = append(out, sfs.Dirent{Name: e.Name, Mode: m, Ino: e.QID.Path})
 		}
 	}
 }

@@ -168,7 +168,9 @@ func NewDialing(opt Options) *Remote {
 func (r *Remote) Done() <-chan struct{} { return r.done }
 
 // Root returns the remote tree's root directory.
-func (r *Remote) Root() sfs.Dir { return &remoteDir{remoteNode: remoteNode{r: r}} }
+func (r *Remote) Root() sfs.Dir {
+	return &remoteDir{remoteNode: newNode(r, nil, 0, BindOptions{Identity: true})}
+}
 
 // Bind returns the remote directory at path (slash-separated, from the
 // attach root) as a bind point in another tree: it shows attributes a
@@ -177,14 +179,14 @@ func (r *Remote) Root() sfs.Dir { return &remoteDir{remoteNode: remoteNode{r: r}
 // o says how the tree under it behaves (BindOptions).
 func (r *Remote) Bind(path string, a sfs.Attr, o BindOptions) sfs.Dir {
 	names := sfs.SplitPath(path)
-	return &remoteDir{remoteNode: remoteNode{r: r, names: names, base: len(names), bind: o}, fixed: &a}
+	return &remoteDir{remoteNode: newNode(r, names, len(names), o), fixed: &a}
 }
 
 // File returns the remote node at path without looking it up: its first
 // operation walks there. For callers that know what they open (a clone
 // file, a stream), it spares a round trip per path element.
 func (r *Remote) File(path string) sfs.Node {
-	return &remoteFile{remoteNode: remoteNode{r: r, names: sfs.SplitPath(path)}}
+	return &remoteFile{remoteNode: newNode(r, sfs.SplitPath(path), 0, BindOptions{})}
 }
 
 // Close closes every session; open handles then fail. It does not block

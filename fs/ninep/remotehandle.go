@@ -50,7 +50,7 @@ func (h *remoteHandle) openLocked(ctx context.Context) error {
 	}
 	var f p9.File
 	err = r.do(ctx, s, "open "+h.n.path(), true, nil, func() error {
-		_, fl, err := s.root.Walk(h.n.names)
+		_, fl, err := s.root.Walk(h.n.names())
 		if err != nil {
 			return err
 		}

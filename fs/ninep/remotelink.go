@@ -35,7 +35,7 @@ func (d *remoteDir) Link(ctx context.Context, target sfs.Node, name string) erro
 	}
 	c := d.child(name)
 	_, err := d.dirOp(ctx, "link", c.path(), false, func(s *session, dir p9.File) error {
-		_, tf, err := s.root.Walk(t.names)
+		_, tf, err := s.root.Walk(t.names())
 		if err != nil {
 			return err
 		}
@@ -53,14 +53,16 @@ func (d *remoteDir) Symlink(ctx context.Context, target, name string) (sfs.Node,
 		return nil, syscall.EPERM
 	}
 	c := d.child(name)
+	var q p9.QID
 	_, err := d.dirOp(ctx, "symlink", c.path(), false, func(s *session, dir p9.File) error {
-		_, err := dir.Symlink(target, name, 0, 0)
+		var err error
+		q, err = dir.Symlink(target, name, 0, 0)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.attr = &onceAttr{a: sfs.Attr{Mode: iofs.ModeSymlink | 0o777, Size: int64(len(target))}}
+	c.attr = &onceAttr{a: sfs.Attr{Mode: iofs.ModeSymlink | 0o777, Size: int64(len(target)), Ino: c.ino(q)}}
 	return &remoteFile{c}, nil
 }
 

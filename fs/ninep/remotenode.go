@@ -2,8 +2,10 @@ package ninep
 
 import (
 	"context"
+	"fmt"
 	iofs "io/fs"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -31,15 +33,59 @@ type BindOptions struct {
 	// larger and concurrent reads to the server fill. Not for files
 	// whose reads must reach the server as asked (streams, ctl files).
 	ReadAhead bool
+	// Identity: its files show the server's identity of them (the QID
+	// path) as their inode number (sfs.Attr.Ino), where the server gives
+	// one of the file's own (the top bit clear: fs/ninep's server sets
+	// it on the numbers it makes up per path), so a hard link's names
+	// are one file. Root's tree has it (sandfs mount).
+	Identity bool
 }
 
 // remoteNode is what remote files and directories share: a path.
 type remoteNode struct {
-	r     *Remote
-	names []string    // path from the attach root
-	base  int         // length of the bind point's path (links stay within)
-	bind  BindOptions // of the bind point the node is under
-	attr  *onceAttr   // the lookup's attributes, nil if none
+	r    *Remote
+	loc  *place      // its path from the attach root
+	base int         // length of the bind point's path (links stay within)
+	bind BindOptions // of the bind point the node is under
+	attr *onceAttr   // the lookup's attributes, nil if none
+}
+
+// place is a node's path, which a rename changes (Moved).
+type place struct {
+	mu    sync.Mutex
+	names []string // never changed in place: Moved sets another slice
+}
+
+func newNode(r *Remote, names []string, base int, bind BindOptions) remoteNode {
+	return remoteNode{r: r, loc: &place{names: names}, base: base, bind: bind}
+}
+
+// names is n's path from the attach root, as names.
+func (n *remoteNode) names() []string {
+	n.loc.mu.Lock()
+	defer n.loc.mu.Unlock()
+	return n.loc.names
+}
+
+// Moved implements sfs.Mover: a rename (by this tree, Remote's Rename)
+// moved n's file to newName in newDir, so n names it by its new path
+// from now on. The adapters call it for every node they know under the
+// moved one, parents first.
+func (n *remoteNode) Moved(newDir sfs.Node, newName string) {
+	var dir *remoteNode
+	switch d := newDir.(type) {
+	case *remoteDir:
+		dir = &d.remoteNode
+	default:
+		return
+	}
+	if dir.r != n.r {
+		return
+	}
+	names := append(append([]string(nil), dir.names()...), newName)
+	n.loc.mu.Lock()
+	n.loc.names = names
+	n.loc.mu.Unlock()
 }
 
 // remoteDir is a remote directory.
@@ -75,49 +121,74 @@ func (o *onceAttr) take() (sfs.Attr, bool) {
 	return o.a, true
 }
 
-func (n *remoteNode) path() string { return strings.Join(n.names, "/") }
+func (n *remoteNode) path() string { return strings.Join(n.names(), "/") }
 
 // child returns the node of n's entry name, not looked up.
 func (n *remoteNode) child(name string) remoteNode {
-	return remoteNode{r: n.r, names: append(append([]string(nil), n.names...), name), base: n.base, bind: n.bind}
+	return newNode(n.r, append(append([]string(nil), n.names()...), name), n.base, n.bind)
 }
 
 // at returns a node like n for path names (a link's target).
 func (n *remoteNode) at(names []string) remoteNode {
-	return remoteNode{r: n.r, names: names, base: n.base, bind: n.bind}
+	return newNode(n.r, names, n.base, n.bind)
 }
 
-// getattr walks n's path on s and returns its attributes (the fid is
-// clunked).
-func (n *remoteNode) getattr(ctx context.Context, s *session) (p9.Attr, error) {
+// getattr walks n's path on s and returns its QID and attributes (the
+// fid is clunked).
+func (n *remoteNode) getattr(ctx context.Context, s *session) (p9.QID, p9.Attr, error) {
+	var q p9.QID
 	var a p9.Attr
 	err := n.r.do(ctx, s, "walk "+n.path(), true, nil, func() error {
-		_, f, _, at, err := walkGetAttr(s.root, n.names)
+		qt, f, at, err := walkGetAttr(s.root, n.names())
 		if err != nil {
 			return err
 		}
-		a = at
+		q, a = qt, at
 		return f.Close()
 	})
-	return a, err
+	return q, a, err
 }
 
 // walkGetAttr is root.WalkGetAttr(names), which for no names is a walk
-// and a getattr.
-func walkGetAttr(root p9.File, names []string) ([]p9.QID, p9.File, p9.AttrMask, p9.Attr, error) {
+// and a getattr; it returns the last QID.
+func walkGetAttr(root p9.File, names []string) (p9.QID, p9.File, p9.Attr, error) {
 	if len(names) > 0 {
-		return root.WalkGetAttr(names)
+		qs, f, _, a, err := root.WalkGetAttr(names)
+		if err == nil && len(qs) != len(names) {
+			f.Close()
+			err = fmt.Errorf("%w: walk of %d names gave %d QIDs", ErrBadReply, len(names), len(qs))
+		}
+		if err != nil {
+			return p9.QID{}, nil, p9.Attr{}, err
+		}
+		return qs[len(qs)-1], f, a, nil
 	}
 	_, f, err := root.Walk(nil)
 	if err != nil {
-		return nil, nil, p9.AttrMask{}, p9.Attr{}, err
+		return p9.QID{}, nil, p9.Attr{}, err
 	}
-	_, m, a, err := f.GetAttr(p9.AttrMaskAll)
+	q, _, a, err := f.GetAttr(p9.AttrMaskAll)
 	if err != nil {
 		f.Close()
-		return nil, nil, p9.AttrMask{}, p9.Attr{}, err
+		return p9.QID{}, nil, p9.Attr{}, err
 	}
-	return nil, f, m, a, nil
+	return q, f, a, nil
+}
+
+// attrOf is the Attr of n's file, whose QID is q and attributes a.
+func (n *remoteNode) attrOf(q p9.QID, a p9.Attr) sfs.Attr {
+	at := FromP9Attr(a)
+	at.Ino = n.ino(q)
+	return at
+}
+
+// ino is the inode number n shows for a file whose QID is q: its path
+// under an Identity bind if it is the file's own, else 0.
+func (n *remoteNode) ino(q p9.QID) uint64 {
+	if !n.bind.Identity || q.Path&(1<<63) != 0 {
+		return 0
+	}
+	return q.Path
 }
 
 // Stat implements fs.Node.Stat: the lookup's attributes once (always,
@@ -133,11 +204,11 @@ func (n *remoteNode) Stat(ctx context.Context) (sfs.Attr, error) {
 	if err != nil {
 		return sfs.Attr{}, err
 	}
-	a, err := n.getattr(ctx, s)
+	q, a, err := n.getattr(ctx, s)
 	if err != nil {
 		return sfs.Attr{}, err
 	}
-	return FromP9Attr(a), nil
+	return n.attrOf(q, a), nil
 }
 
 // Stat implements fs.Node.Stat.
@@ -159,7 +230,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
 	}
 	c := d.child(name)
 	for hops := 0; ; hops++ {
-		a, err := c.getattr(ctx, s)
+		q, a, err := c.getattr(ctx, s)
 		if err != nil {
 			return nil, err
 		}
@@ -171,10 +242,10 @@ func (d *remoteDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
 			if err != nil {
 				return nil, err
 			}
-			c = c.at(resolveLink(c.names, c.base, t))
+			c = c.at(resolveLink(c.names(), c.base, t))
 			continue
 		}
-		c.attr = &onceAttr{a: FromP9Attr(a)}
+		c.attr = &onceAttr{a: c.attrOf(q, a)}
 		if a.Mode.IsDir() {
 			return &remoteDir{remoteNode: c}, nil
 		}
@@ -186,7 +257,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
 func (n *remoteNode) readlink(ctx context.Context, s *session) (string, error) {
 	var t string
 	err := n.r.do(ctx, s, "readlink "+n.path(), true, nil, func() error {
-		_, f, err := s.root.Walk(n.names)
+		_, f, err := s.root.Walk(n.names())
 		if err != nil {
 			return err
 		}
@@ -228,7 +299,7 @@ func (d *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
 	}
 	var out []sfs.Dirent
 	err = d.r.do(ctx, s, "readdir "+d.path(), true, nil, func() error {
-		_, f, err := s.root.Walk(d.names)
+		_, f, err := s.root.Walk(d.names())
 		if err != nil {
 			return err
 		}
@@ -241,6 +312,9 @@ func (d *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i := range out {
+		out[i].Ino = d.ino(p9.QID{Path: out[i].Ino})
 	}
 	return out, nil
 }
@@ -263,7 +337,7 @@ func (d *remoteDir) dirOp(ctx context.Context, op, path string, keep bool, fn fu
 		return nil, err
 	}
 	err = d.r.do(ctx, s, op+" "+path, true, nil, func() error {
-		_, dir, err := s.root.Walk(d.names)
+		_, dir, err := s.root.Walk(d.names())
 		if err != nil {
 			return err
 		}
@@ -336,7 +410,7 @@ func (f *remoteFile) Truncate(ctx context.Context, size int64) error {
 		return err
 	}
 	err = f.r.do(ctx, s, "truncate "+f.path(), true, nil, func() error {
-		_, fl, err := s.root.Walk(f.names)
+		_, fl, err := s.root.Walk(f.names())
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ func (d *remoteDir) Rename(ctx context.Context, oldName string, newDir sfs.Node,
 	}
 	c := d.child(oldName)
 	_, err := d.dirOp(ctx, "rename", c.path(), false, func(s *session, dir p9.File) error {
-		_, to, err := s.root.Walk(nd.names)
+		_, to, err := s.root.Walk(nd.names())
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ func (n *remoteNode) setattr(ctx context.Context, c sfs.Change) error {
 		return err
 	}
 	err = n.r.do(ctx, s, "setattr "+n.path(), true, nil, func() error {
-		_, fl, err := s.root.Walk(n.names)
+		_, fl, err := s.root.Walk(n.names())
 		if err != nil {
 			return err
 		}

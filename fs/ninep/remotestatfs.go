@@ -22,7 +22,7 @@ func (n *remoteNode) StatFS(ctx context.Context) (sfs.FSStat, error) {
 	}
 	var st p9.FSStat
 	err = n.r.do(ctx, s, "statfs "+n.path(), true, nil, func() error {
-		_, f, err := s.root.Walk(n.names)
+		_, f, err := s.root.Walk(n.names())
 		if err != nil {
 			return err
 		}

@@ -49,8 +49,8 @@ func NewServer(root sfs.Dir, log *slog.Logger) *Server {
 // real files (a world's union) is read faster in fewer, larger reads.
 func (s *Server) SetIOUnit(n uint32) { s.ioUnit = n }
 
-// qidPath returns the QID path of tree path p, the same for the life of
-// the server.
+// qidPath returns the QID path the server makes for tree path p, the
+// same for the life of the server.
 func (s *Server) qidPath(p string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
