@@ -381,6 +381,24 @@ func TestFSBind(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(fsDir, "nosuch")); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("stat fs/nosuch = %v; want ENOENT", err)
 	}
+	// Renames: the file and a directory's file answer at their new names
+	// at once (the FUSE inodes' remote nodes follow the rename).
+	if err := os.MkdirAll(filepath.Join(fsDir, "m/n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fsDir, "m/n/f"), []byte("deep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mv := range [][2]string{{"bytes", "bytes2"}, {"m", "m2"}} {
+		if err := os.Rename(filepath.Join(fsDir, mv[0]), filepath.Join(fsDir, mv[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, want := range map[string]string{"bytes2": "short", "m2/n/f": "deep"} {
+		if got, err := os.ReadFile(filepath.Join(fsDir, f)); err != nil || string(got) != want {
+			t.Errorf("fs/%s after the renames = %q, %v; want %q", f, got, err, want)
+		}
+	}
 
 	// 9P client (sandfs cp): all 256 values both ways.
 	c := e.client(t)
