@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -130,7 +131,14 @@ func readMap(id ebpf.MapID) (mapMem, error) {
 	}
 	mm := mapMem{name: mi.Name, typ: mi.Type, max: mi.MaxEntries, entries: -1}
 	var ok bool
-	if mm.memlock, ok = mi.Memlock(); !ok {
+	switch mm.memlock, ok = mi.Memlock(); {
+	case !ok && mi.Type == ebpf.RingBuf:
+		// Linux before 6.4 computes a map's memlock from its key and
+		// value sizes, 0 for a ring buffer: its memory is the ring
+		// (max entries, in bytes) and a page each for the producer's
+		// and the consumer's positions.
+		mm.memlock = uint64(mi.MaxEntries) + 2*uint64(os.Getpagesize())
+	case !ok:
 		return mapMem{}, fmt.Errorf("map %s: no memlock in its fdinfo", mi.Name)
 	}
 	if mm.trie() {
@@ -188,6 +196,7 @@ func (r *run) netReport(o netOpts, res *netResult, started time.Time) string {
 	}
 	m.add("tries", "", "", "", fmt.Sprint(memSum(res.mem, true)), "", fmt.Sprint(memSum(res.memN, true)))
 	m.add("all", "", "", "", fmt.Sprint(memSum(res.mem, false)), "", fmt.Sprint(memSum(res.memN, false)))
+	m.notes = append(m.notes, "A ring buffer's memlock, which Linux before 6.4 shows as 0, is its size plus two pages (its positions).")
 	b.WriteString(m.markdown())
 	return b.String()
 }
