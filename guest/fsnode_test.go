@@ -286,8 +286,10 @@ func TestFSReaddirPaging(t *testing.T) {
 }
 
 // TestFSAttrs: fs/ shows what stat(2) says of a file (owner, mode with
-// its special bits, inode number as the QID path, link count, times),
-// and a symbolic link as one, in getattr and in a listing alike.
+// its special bits, link count, times; its identity, the inode number
+// within fs/'s scope, as the QID path: one for both names of a hard
+// link, another for another file), and a symbolic link as one, in
+// getattr and in a listing alike.
 func TestFSAttrs(t *testing.T) {
 	ts := newTestServer(t, Options{})
 	_, root := ts.dial()
@@ -319,15 +321,22 @@ func TestFSAttrs(t *testing.T) {
 		MTimeSeconds: uint64(st.Mtim.Sec), MTimeNanoSeconds: uint64(st.Mtim.Nsec)}
 	got := p9.Attr{Mode: a.Mode, UID: a.UID, GID: a.GID, NLink: a.NLink, Size: a.Size,
 		MTimeSeconds: a.MTimeSeconds, MTimeNanoSeconds: a.MTimeNanoSeconds}
-	if got != want || q.Path != st.Ino {
-		t.Errorf("getattr fs/f = %+v, qid %d; want %+v, qid %d", got, q.Path, want, st.Ino)
+	if got != want {
+		t.Errorf("getattr fs/f = %+v; want %+v", got, want)
+	}
+	f2, err := walk(t, root, "fs/f2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q2, _, _, err := f2.GetAttr(p9.AttrMaskAll); err != nil || q2.Path != q.Path {
+		t.Errorf("getattr fs/f2 (f's hard link): qid %d, %v; want f's %d", q2.Path, err, q.Path)
 	}
 	l, err := walk(t, root, "fs/l")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q, _, a, err := l.GetAttr(p9.AttrMaskAll); err != nil || q.Type != p9.TypeSymlink || !a.Mode.IsSymlink() {
-		t.Errorf("getattr fs/l = %v %v, %v; want a symlink", q, a.Mode, err)
+	if ql, _, a, err := l.GetAttr(p9.AttrMaskAll); err != nil || ql.Type != p9.TypeSymlink || !a.Mode.IsSymlink() || ql.Path == q.Path {
+		t.Errorf("getattr fs/l = %v %v, %v; want a symlink, not f's qid path", ql, a.Mode, err)
 	}
 	d := openFile(t, root, "fs", p9.ReadOnly)
 	ents, err := d.Readdir(0, 64<<10)
@@ -339,7 +348,7 @@ func TestFSAttrs(t *testing.T) {
 		if e.Name == "f" || e.Name == "l" {
 			seen++
 		}
-		if e.Name == "f" && e.QID.Path != st.Ino || e.Name == "l" && e.QID.Type != p9.TypeSymlink {
+		if e.Name == "f" && e.QID.Path != q.Path || e.Name == "l" && e.QID.Type != p9.TypeSymlink {
 			t.Errorf("readdir entry %q: qid %+v", e.Name, e.QID)
 		}
 	}
