@@ -399,6 +399,25 @@ func TestFSBind(t *testing.T) {
 			t.Errorf("fs/%s after the renames = %q, %v; want %q", f, got, err, want)
 		}
 	}
+	// A symbolic link renamed: the directory it names stays where it is.
+	if err := os.Mkdir(filepath.Join(fsDir, "t"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("t", filepath.Join(a.root, "tl")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(fsDir, "tl")); err != nil { // the kernel knows tl's inode: t's node
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(fsDir, "tl"), filepath.Join(fsDir, "tl2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fsDir, "tl2", "g"), []byte("via the renamed link"), 0o644); err != nil {
+		t.Errorf("write through the renamed link: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(a.root, "t", "g")); string(got) != "via the renamed link" {
+		t.Errorf("t/g = %q", got)
+	}
 
 	// 9P client (sandfs cp): all 256 values both ways.
 	c := e.client(t)

@@ -48,6 +48,9 @@ type remoteNode struct {
 	base int         // length of the bind point's path (links stay within)
 	bind BindOptions // of the bind point the node is under
 	attr *onceAttr   // the lookup's attributes, nil if none
+	// target: reached through a symbolic link (a Links bind), so loc is
+	// the link's target, which a rename of the link does not move.
+	target bool
 }
 
 // place is a node's path, which a rename changes (Moved).
@@ -72,6 +75,9 @@ func (n *remoteNode) names() []string {
 // from now on. The adapters call it for every node they know under the
 // moved one, parents first.
 func (n *remoteNode) Moved(newDir sfs.Node, newName string) {
+	if n.target {
+		return
+	}
 	var dir *remoteNode
 	switch d := newDir.(type) {
 	case *remoteDir:
@@ -130,7 +136,9 @@ func (n *remoteNode) child(name string) remoteNode {
 
 // at returns a node like n for path names (a link's target).
 func (n *remoteNode) at(names []string) remoteNode {
-	return newNode(n.r, names, n.base, n.bind)
+	c := newNode(n.r, names, n.base, n.bind)
+	c.target = true
+	return c
 }
 
 // getattr walks n's path on s and returns its QID and attributes (the
