@@ -41,9 +41,11 @@ func tmplKey(tmpl, image, kernel string, mem uint64, cpus int, cmdline string) (
 	fmt.Fprintf(h, "mem=%d cpus=%d cmdline=%q\n", mem, cpus, cmdline)
 	// The layout: 2, the snapshot is _<key>/, not snap/; 3, every
 	// machine has the virtio-9p device (a guest booted without it never
-	// probes it after a restore). Bump it whenever the devices every
-	// machine gets change, so templates are booted again with them.
-	fmt.Fprintf(h, "layout=3\n")
+	// probes it after a restore); 4, virtio-net offers transmit offloads
+	// (a guest negotiates features at boot only). Bump it whenever the
+	// devices every machine gets change, so templates are booted again
+	// with them.
+	fmt.Fprintf(h, "layout=4\n")
 	return fmt.Sprintf("%s-%dm%dc-%s", tmpl, mem>>20, cpus, hex.EncodeToString(h.Sum(nil)[:8])), nil
 }
 

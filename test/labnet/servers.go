@@ -5,7 +5,9 @@
 package labnet
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -86,6 +88,29 @@ func Hello(l net.Listener) {
 		}
 		fmt.Fprintf(c, "hello %s\n", a)
 		c.Close()
+	}
+}
+
+// HelloSink answers each connection to l as Hello does, then reads what
+// the client sends until it half-closes and, if it sent anything,
+// answers "got <bytes> <SHA-256 in hex>\n" before closing: a bulk send's
+// far end. A client that sends nothing sees Hello's server.
+func HelloSink(l net.Listener) {
+	a := ListenerIP(l)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			fmt.Fprintf(c, "hello %s\n", a)
+			h := sha256.New()
+			n, err := io.Copy(h, c)
+			if err == nil && n > 0 {
+				fmt.Fprintf(c, "got %d %x\n", n, h.Sum(nil))
+			}
+		}()
 	}
 }
 

@@ -1,7 +1,10 @@
 // Package net is virtio-net (virtio 1.x §5.1) over a tap file descriptor
-// opened with IFF_VNET_HDR and a 12-byte header (see OpenTap). No offloads
-// are offered: the guest sends complete, checksummed frames, and the host
-// kernel resolves checksums and segments before a frame reaches the tap.
+// opened with IFF_VNET_HDR and a 12-byte header (see OpenTap). Transmit
+// offloads are offered (offload.go): the guest may send TCP segments of up
+// to 64 KiB, which the host kernel cuts after the tap, and the VMM
+// completes the partial checksum of any other frame. Nothing is offered
+// for receiving: the host kernel resolves checksums and segments before a
+// frame reaches the tap.
 //
 // Queue 0 is receive (tap → guest), queue 1 transmit (guest → tap). Each
 // has its own goroutine: RX blocks reading the tap, then waits for a guest
@@ -69,7 +72,7 @@ type Device struct {
 	stopped bool       // set by Reset to tell the RX reader to exit
 
 	// Counters, for tests and status files.
-	RxFrames, TxFrames, RxDropped stat
+	RxFrames, TxFrames, RxDropped, TxDropped stat
 }
 
 type stat struct {
@@ -113,7 +116,9 @@ func (d *Device) Transport() *virtio.Transport { return d.t }
 func (d *Device) ID() uint32 { return virtio.IDNet }
 
 // Features implements virtio.Device.Features.
-func (d *Device) Features() uint64 { return virtio.Bit(fMAC) | virtio.Bit(fStatus) }
+func (d *Device) Features() uint64 {
+	return virtio.Bit(fMAC) | virtio.Bit(fStatus) | virtio.Bit(fCsum) | virtio.Bit(fHostTSO4) | virtio.Bit(fHostTSO6)
+}
 
 // QueueMax implements virtio.Device.QueueMax: receiveq1, transmitq1.
 func (d *Device) QueueMax() []uint16 { return []uint16{queueSize, queueSize} }
@@ -153,7 +158,8 @@ func (d *Device) Activate(t *virtio.Transport) error {
 		t.Loop(stop, d.txKick, func() bool {
 			return t.Drain(tx, func(c *virtio.Chain) uint32 {
 				n, _ := io.ReadFull(c, buf)
-				if n < VnetHdrLen {
+				if !prepareTx(buf[:n], t.Features()) {
+					d.TxDropped.add()
 					return 0
 				}
 				if _, err := d.tap.Write(buf[:n]); err != nil {

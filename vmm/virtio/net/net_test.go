@@ -2,9 +2,11 @@ package net
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +160,116 @@ func TestOpenTap(t *testing.T) {
 	}
 	defer f.Close()
 	t.Logf("opened %s", name)
+}
+
+// tcp4 is an IPv4 TCP frame with payload after a vnet header hdr, whose
+// TCP checksum field holds the pseudo-header's sum, as a guest leaves it
+// with NEEDS_CSUM (csum_start at the TCP header, csum_offset 16).
+func tcp4(hdr [VnetHdrLen]byte, payload string) []byte {
+	f := append([]byte(nil), hdr[:]...)
+	f = append(f, 2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x08, 0x00) // ethernet
+	ip := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 2, 198, 51, 100, 1}
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+20+len(payload)))
+	f = append(f, ip...)
+	tcp := []byte{0x9c, 0x40, 0x1f, 0x90, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0}
+	seed := fold(sum(ip[12:20]) + 6 + uint64(len(tcp)+len(payload)))
+	binary.BigEndian.PutUint16(tcp[16:], seed)
+	f = append(f, tcp...)
+	return append(f, payload...)
+}
+
+// tcpValid reports whether frame f's TCP checksum is right: the sum over
+// the pseudo-header and the segment folds to 0xffff.
+func tcpValid(f []byte) bool {
+	ip := f[VnetHdrLen+14:]
+	seg := ip[20:]
+	return fold(sum(ip[12:20])+6+uint64(len(seg))+sum(seg)) == 0xffff
+}
+
+// TestTxOffload: the guest's single frames with a partial checksum leave
+// the VMM checksummed and flagged complete; TCP segments (GSO) pass
+// unchanged; headers the guest may not send are dropped.
+func TestTxOffload(t *testing.T) {
+	dev, d, host := setup(t)
+	for _, b := range []uint{fCsum, fHostTSO4, fHostTSO6} {
+		if d.Features&(1<<b) == 0 {
+			t.Fatalf("feature %d not negotiated (%#x)", b, d.Features)
+		}
+	}
+	read := func() []byte {
+		t.Helper()
+		host.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got := make([]byte, 70000)
+		n, err := host.Read(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[:n]
+	}
+	send := func(f []byte) {
+		t.Helper()
+		d.AddKick(txQueue, virtiotest.R(f[:VnetHdrLen]), virtiotest.R(f[VnetHdrLen:]))
+		d.MustWait(txQueue)
+	}
+	partial := [VnetHdrLen]byte{0: hdrNeedsCsum, 6: 14 + 20, 8: 16}
+	for _, payload := range []string{"", "odd", "an even payload!"} {
+		f := tcp4(partial, payload)
+		if tcpValid(f) {
+			t.Fatalf("payload %q: the test's frame is complete already", payload)
+		}
+		send(f)
+		got := read()
+		if got[0] != 0 || !tcpValid(got) || !bytes.Equal(got[VnetHdrLen+14+20+20:], []byte(payload)) {
+			t.Errorf("payload %q: tap got flags %d, checksum valid %v, frame %x", payload, got[0], tcpValid(got), got)
+		}
+	}
+	seg := [VnetHdrLen]byte{0: hdrNeedsCsum, 1: gsoTCPv4, 2: 54, 4: 0xb4, 5: 0x05, 6: 14 + 20, 8: 16}
+	big := tcp4(seg, strings.Repeat("x", 60000))
+	send(big)
+	if got := read(); !bytes.Equal(got, big) {
+		t.Errorf("a GSO frame changed on its way: %d bytes, want %d", len(got), len(big))
+	}
+	for _, bad := range [][VnetHdrLen]byte{
+		{0: hdrNeedsCsum, 6: 14 + 20, 8: 200}, // checksum place past the end
+		{0: hdrNeedsCsum, 6: 0xff, 7: 0xff},   // start past the end
+		{0: 0x80},                             // a flag not defined for transmit
+		{1: 3, 0: hdrNeedsCsum, 6: 34, 8: 6},  // UDP fragmentation (UFO): not offered
+		{1: gsoTCPv4},                         // a segment without NEEDS_CSUM
+		{1: gsoTCPv4 | 0x80, 0: hdrNeedsCsum}, // ECN: not offered
+	} {
+		send(tcp4(bad, "dropped"))
+	}
+	if n := dev.TxDropped.Load(); n != 6 {
+		t.Errorf("TxDropped = %d, want 6", n)
+	}
+	send(frame("still sending"))
+	if got := read(); !bytes.HasSuffix(got, []byte("still sending")) {
+		t.Errorf("after the drops: %q", got)
+	}
+}
+
+// TestTxOffloadNotNegotiated: a guest that did not take CSUM or TSO may
+// not send their headers.
+func TestTxOffloadNotNegotiated(t *testing.T) {
+	tapDev, host := fakeTap(t)
+	mem, irq := virtiotest.NewMem(8<<20), virtiotest.NewIRQ()
+	dev := New(mem, irq, 10, tapDev, Config{})
+	t.Cleanup(func() { dev.Close() })
+	d := virtiotest.Init(t, dev.Transport(), mem, irq, virtiotest.Options{Accept: func(o uint64) uint64 {
+		return o &^ (1<<fCsum | 1<<fHostTSO4 | 1<<fHostTSO6 | 1<<29)
+	}})
+	for _, h := range [][VnetHdrLen]byte{{0: hdrNeedsCsum, 6: 34, 8: 16}, {0: hdrNeedsCsum, 1: gsoTCPv4, 6: 34, 8: 16}} {
+		f := tcp4(h, "x")
+		d.AddKick(txQueue, virtiotest.R(f))
+		d.MustWait(txQueue)
+	}
+	f := frame("plain")
+	d.AddKick(txQueue, virtiotest.R(f))
+	d.MustWait(txQueue)
+	host.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, 2000)
+	n, err := host.Read(got)
+	if err != nil || !bytes.Equal(got[:n], f) || dev.TxDropped.Load() != 2 {
+		t.Errorf("tap got %q, %v, TxDropped %d; want the plain frame only, 2 dropped", got[:n], err, dev.TxDropped.Load())
+	}
 }
