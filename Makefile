@@ -8,7 +8,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab test-e2b test-netmany bench-e2b fuzz run clean qemu-bundle bench bench-snapshots bench-worlds bpf bpf-check bench-netpolicy
+.PHONY: build kernel template lab probe test test-unit test-lab test-e2b test-netmany bench-e2b fuzz run clean qemu-bundle bench bench-snapshots bench-worlds bpf bpf-check bench-netpolicy bench-net
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/sandfs-vmm (the VMM process alone, which the daemon
@@ -90,6 +90,12 @@ test-netmany: build kernel template
 # serve --e2b, in the lab or natively; docs/e2b.md).
 test-e2b: build kernel template
 	test/e2b/run.sh
+
+# The egress filter's benchmark of docs/network.md (issue 13), in the lab:
+# an allowed guest flow with the filter and with none; its report to
+# build/bench-net.md.
+bench-net: build kernel template
+	bin/sandfs lab -- /opt/sandfs/bin/sandfs bench net > build/bench-net.md
 
 # The E2B benchmark of docs/e2b.md: each operation through the SDK and
 # through the tree, against one daemon, medians of BENCH_N rounds.

@@ -64,9 +64,9 @@ func netMain(args []string) int {
 	templates := fs.String("templates", os.Getenv("SANDFS_TEMPLATES"), "directory of template images (default $SANDFS_TEMPLATES)")
 	scratch := fs.String("dir", filepath.Join(os.TempDir(), "nbench"), "scratch directory (the daemon's state)")
 	o := netOpts{}
-	fs.IntVar(&o.mib, "mib", 8, "MiB the guest sends in the throughput flow")
-	fs.IntVar(&o.conns, "conns", 50, "connections in the connection-rate flow")
-	fs.IntVar(&o.rounds, "rounds", 6, "rounds, each the flow with the filter and with none (the order alternates)")
+	fs.IntVar(&o.mib, "mib", 128, "MiB the guest sends in the throughput flow")
+	fs.IntVar(&o.conns, "conns", 200, "connections in the connection-rate flow")
+	fs.IntVar(&o.rounds, "rounds", 10, "rounds, each the flow with the filter and with none (the order alternates)")
 	fs.IntVar(&o.mem, "mem", 256, "guest RAM in MiB")
 	fs.IntVar(&o.rules, "rules", 1000, "address rules for the maps' memory")
 	out := fs.String("o", "", "write the markdown report here (default stdout)")
