@@ -78,8 +78,17 @@ func (s *Sandbox) launch(v *Verb) (uint64, error) {
 	if p.rt == nil {
 		return 0, p.noRuntimeErr(verb)
 	}
+	cfg := s.Config()
+	if cfg.Net == "" {
+		// No net= given: the template's policy, if it carries one.
+		text, err := p.templatePolicy(verb, cfg.Template)
+		if err != nil {
+			return 0, err
+		}
+		cfg.Net = text
+	}
 	s.mu.Lock()
-	s.cfg = s.cfg.Defaults()
+	s.cfg = cfg
 	s.mu.Unlock()
 	if err := p.giveUID(s, verb); err != nil {
 		return 0, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sandfs/ctl/msg"
+	"sandfs/netpolicy"
 )
 
 // TemplateLister is optionally implemented by a Runtime that knows its
@@ -83,4 +84,41 @@ func (p *Plane) Template(name string) (TemplateInfo, error) {
 		}
 	}
 	return TemplateInfo{}, Errorf(syscall.ENOENT, "lookup: no template %s", msg.Cite(name))
+}
+
+// TemplatePolicies is optionally implemented by a Runtime whose
+// templates may carry an egress policy (VMMRuntime: tmplpolicy.go).
+type TemplatePolicies interface {
+	// TemplatePolicy returns template name's policy as canonical text
+	// (netpolicy.Policy.String), "" if it carries none, or an error
+	// that names the template and what is wrong with its policy.
+	TemplatePolicy(name string) (string, error)
+}
+
+// TemplatePolicy is the egress policy a sandbox of template name gets
+// when its new gives no net=: the template's own, else default deny;
+// canonical text.
+func (p *Plane) TemplatePolicy(name string) (string, error) {
+	text, err := p.templatePolicy("policy", name)
+	if err != nil {
+		return "", err
+	}
+	if text == "" {
+		return (&netpolicy.Policy{}).String(), nil
+	}
+	return text, nil
+}
+
+// templatePolicy is template name's own policy for verb, "" if it has
+// none (or the runtime has no templates with policies).
+func (p *Plane) templatePolicy(verb, name string) (string, error) {
+	tp, ok := p.rt.(TemplatePolicies)
+	if !ok || p.rt == nil {
+		return "", nil
+	}
+	text, err := tp.TemplatePolicy(name)
+	if err != nil {
+		return "", Errorf(Errno(err), "%s: %s", verb, errText(err))
+	}
+	return text, nil
 }

@@ -34,9 +34,11 @@ sandbox of the writer's, which may be gone): its memory and a copy of
 its disk, with fresh entropy, its own hostname and the wall clock;
 status says boot=restore. The snapshot gives template, mem and cpus,
 which may then not be given.
-net= is its egress policy (docs/network.md): deny (the default), allow,
-or a policy whose lines are separated by ';', e.g.
+net= is its egress policy (docs/network.md): deny, allow, or a policy
+whose lines are separated by ';', e.g.
 net='allow 10.0.0.0/8; deny 10.1.0.0/16'; net/policy reads and replaces it.
+Without net=, the template's policy (templates/<t>/policy: its own, else
+deny).
 group= makes it a member of that named group ([a-z0-9][a-z0-9-]{0,62}):
 members reach each other at their member addresses (net/addr's member=)
 where both policies allow it; nothing else reaches them.

@@ -59,6 +59,25 @@ var templateTable = sfs.Table[tmplNode]{
 	{Name: "info", Mode: 0o444, New: tmplInfoFile},
 	{Name: "shapes", Mode: 0o444, New: tmplShapesFile},
 	{Name: "log", Mode: 0o444, New: tmplLogFile},
+	{Name: "policy", Mode: 0o444, New: tmplPolicyFile},
+}
+
+// tmplPolicyFile serves <t>/policy: the egress policy a sandbox of the
+// template gets when its new gives no net= (ctl.Plane.TemplatePolicy:
+// the template's own, else default deny), in canonical text; a read
+// fails with the policy file's error when it is bad.
+func tmplPolicyFile(n tmplNode, mode iofs.FileMode) sfs.Node {
+	return &sfs.TextFile{Mode: mode, Gen: func(_ context.Context, b *bytes.Buffer) error {
+		if _, err := n.p.Template(n.name); err != nil {
+			return err
+		}
+		text, err := n.p.TemplatePolicy(n.name)
+		if err != nil {
+			return err
+		}
+		b.WriteString(text)
+		return nil
+	}}
 }
 
 // tmplInfoFile serves <t>/info, one line in fixed field order (new

@@ -145,13 +145,14 @@ var checks = map[string]func(t *testing.T, tg target){
 		if got, err := tg.readDir("templates"); err != nil || !sameNames(got, []string{"base"}) {
 			t.Errorf("readdir templates = %v, %v; want [base]", got, err)
 		}
-		if got, err := tg.readDir("templates/base"); err != nil || !sameNames(got, []string{"info", "shapes", "log"}) {
-			t.Errorf("readdir templates/base = %v, %v; want info, shapes, log", got, err)
+		if got, err := tg.readDir("templates/base"); err != nil || !sameNames(got, []string{"info", "shapes", "log", "policy"}) {
+			t.Errorf("readdir templates/base = %v, %v; want info, shapes, log, policy", got, err)
 		}
 		for f, want := range map[string]string{
 			"templates/base/info":   "base image=268435456 shapes=1\n",
 			"templates/base/shapes": "base-256m1c-0123456789abcdef mem=256M cpus=1 data=47185920 disk=581632 built=1764423000 current=yes\n",
 			"templates/base/log":    "",
+			"templates/base/policy": "default deny\n", // the runtime lists no policies
 		} {
 			if got, err := readFile(tg, f); err != nil || got != want {
 				t.Errorf("read %s = %q, %v; want %q", f, got, err, want)
