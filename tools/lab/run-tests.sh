@@ -24,12 +24,65 @@ stage=${SANDFS_TEST_STAGE:-lab}
 digest=${SANDFS_TEST_DIGEST:-/tmp/lab-digest}
 : > "$digest"
 
+# A binary that goes quiet: test-lab.sh takes a lab that prints nothing for
+# its SANDFS_LAB_SILENCE (900 s) as hung and ends it, which used to leave
+# no record of where anything stood. So after $quiet seconds without a new
+# line from the binary, every user task's state, wait channel and kernel
+# stack are written, once per quiet spell, to $console: in the lab its
+# serial console, which the host keeps in the lab's console log and which
+# test-lab.sh prints when it ends a hung lab. Not to the output, whose
+# silence test-lab.sh goes on timing: a hung lab costs no longer. No dump
+# at all says the lab's own kernel had stopped.
+quiet=${SANDFS_LAB_WATCH:-600}
+console=${SANDFS_LAB_CONSOLE:-/dev/console}
+
+# tasks: every user process's tasks as the kernel sees them.
+tasks() {
+	local p t c
+	for p in /proc/[0-9]*; do
+		c=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null | cut -c1-160)
+		[ -n "$c" ] || continue # a kernel thread (or gone)
+		echo "lab watchdog: pid ${p#/proc/}: $c"
+		for t in "$p"/task/[0-9]*; do
+			echo "lab watchdog:   task ${t##*/} state=$(sed -n 's/^State:[[:space:]]*//p' "$t/status" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"
+			sed 's/^/lab watchdog:     /' "$t/stack" 2>/dev/null
+		done
+	done
+}
+
+# watch LOG: while a binary writes LOG (run in the background, killed
+# after), dump the tasks to $console once per quiet spell of LOG.
+watch() {
+	local log=$1 said=0 idle step=30
+	[ "$quiet" -lt 60 ] && step=1
+	while sleep $step; do
+		idle=$(($(date +%s) - $(stat -c %Y "$log" 2>/dev/null || date +%s)))
+		if [ $idle -lt "$quiet" ]; then
+			said=0
+		elif [ $said = 0 ]; then
+			said=1
+			{
+				echo "lab watchdog: $log has had no new line for ${idle}s; every user task's state, wait channel and kernel stack:"
+				tasks
+				echo "lab watchdog: end of the dump"
+			} > "$console" 2>&1
+		fi
+	done
+}
+
 # runbin DIR BIN LOG ARGS...: run one test binary, output to stdout and LOG.
 runbin() {
-	local dir=$1 bin=$2 log=$3
+	local dir=$1 bin=$2 log=$3 w rc
 	shift 3
+	: > "$log"
+	# Its own streams: a sleep it leaves behind must not hold the output.
+	watch "$log" </dev/null >/dev/null 2>&1 &
+	w=$!
 	(cd "$root/$dir" && "$bin" -test.v -test.timeout="${SANDFS_LAB_TEST_TIMEOUT:-30m}" "$@" 2>&1) | tee "$log"
-	return "${PIPESTATUS[0]}"
+	rc=${PIPESTATUS[0]}
+	kill $w 2>/dev/null
+	wait $w 2>/dev/null
+	return "$rc"
 }
 
 # section LOG TEST: the lines of LOG from TEST's start to its verdict.

@@ -57,3 +57,49 @@ func TestRunTestsRerun(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTestsWatchdog: a test binary that goes quiet for longer than
+// SANDFS_LAB_WATCH gets every user task's state and kernel stack written
+// to the console (SANDFS_LAB_CONSOLE), itself among them, and nothing of
+// it in the output, whose silence test-lab.sh times.
+func TestRunTestsWatchdog(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("reading tasks' kernel stacks needs root (the lab and CI run tests as root)")
+	}
+	dir := t.TempDir()
+	bin := "#!/bin/bash\necho '=== RUN   TestQuiet'\nsleep 5\necho '--- PASS: TestQuiet (5.00s)'; echo PASS\n"
+	if err := os.WriteFile(filepath.Join(dir, "quiet.test"), []byte(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "manifest")
+	if err := os.WriteFile(manifest, []byte("quiet.test pkg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	console := filepath.Join(dir, "console")
+	cmd := exec.Command("bash", "run-tests.sh", manifest)
+	cmd.Env = append(os.Environ(), "SANDFS_TEST_ROOT="+dir, "SANDFS_TEST_STAGE=host", "SANDFS_TEST_DIGEST="+filepath.Join(dir, "digest"),
+		"LAB_KALLSYMS=/dev/null", "SANDFS_LAB_WATCH=2", "SANDFS_LAB_CONSOLE="+console)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok  \tsandfs/pkg\t") {
+		t.Fatalf("run-tests.sh: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "lab watchdog") {
+		t.Errorf("the watchdog wrote to the output:\n%s", out)
+	}
+	c, err := os.ReadFile(console)
+	if err != nil {
+		t.Fatalf("no console dump: %v", err)
+	}
+	dump := string(c)
+	for _, want := range []string{"has had no new line for ", "quiet.test -test.v", "lab watchdog:   task ", " state=S (sleeping) wchan=", "lab watchdog: end of the dump"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("the dump has no %q:\n%.3000s", want, dump)
+		}
+	}
+	if n := strings.Count(dump, "has had no new line"); n != 1 {
+		t.Errorf("%d dumps for one quiet spell; want 1", n)
+	}
+}

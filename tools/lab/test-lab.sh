@@ -110,6 +110,15 @@ for retry in 1 2; do
 	elif [ -s "$out.hung" ]; then
 		echo "test-lab: THE LAB HUNG (no output for ${silence}s; $con)"
 		echo "lab hung: no output for ${silence}s; the binaries without a verdict run again" >> "$digest"
+		# run-tests.sh's watchdog: where every task stood (docs/lab.md).
+		if grep -a -q '^lab watchdog: ' "$con"; then
+			echo "test-lab: what the lab's watchdog wrote to its console:"
+			grep -a '^lab watchdog: ' "$con" | tr -d '\r' | head -n 600
+			grep -a -m 1 '^lab watchdog: .* no new line' "$con" | tr -d '\r' | sed 's/^/	/' >> "$digest"
+		else
+			echo "test-lab: the lab's watchdog wrote nothing to its console: the lab's own kernel had stopped, or the silence was outside a test binary"
+			echo "	the watchdog wrote nothing: the lab's own kernel had stopped, or the silence was outside a test binary" >> "$digest"
+		fi
 	else
 		break
 	fi
