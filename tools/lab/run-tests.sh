@@ -35,6 +35,8 @@ digest=${SANDFS_TEST_DIGEST:-/tmp/lab-digest}
 # at all says the lab's own kernel had stopped.
 quiet=${SANDFS_LAB_WATCH:-600}
 console=${SANDFS_LAB_CONSOLE:-/dev/console}
+# On the host (test/makerun) the console is not ours: a file beside the digest.
+[ "$stage" = lab ] || console=${SANDFS_LAB_CONSOLE:-$digest.watchdog}
 
 # tasks: every user process's tasks as the kernel sees them.
 tasks() {
