@@ -67,7 +67,12 @@ func TestRunTestsWatchdog(t *testing.T) {
 		t.Fatal("reading tasks' kernel stacks needs root (the lab and CI run tests as root)")
 	}
 	dir := t.TempDir()
-	bin := "#!/bin/bash\necho '=== RUN   TestQuiet'\nsleep 5\necho '--- PASS: TestQuiet (5.00s)'; echo PASS\n"
+	console := filepath.Join(dir, "console")
+	// Quiet until the dump is written whole (up to a minute: on a busy
+	// host the dump of every process takes seconds).
+	bin := "#!/bin/bash\necho '=== RUN   TestQuiet'\n" +
+		"for i in $(seq 600); do grep -q 'end of the dump' " + console + " 2>/dev/null && break; sleep 0.1; done\n" +
+		"echo '--- PASS: TestQuiet (5.00s)'; echo PASS\n"
 	if err := os.WriteFile(filepath.Join(dir, "quiet.test"), []byte(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +83,6 @@ func TestRunTestsWatchdog(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte("quiet.test pkg\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	console := filepath.Join(dir, "console")
 	cmd := exec.Command("bash", "run-tests.sh", manifest)
 	cmd.Env = append(os.Environ(), "SANDFS_TEST_ROOT="+dir, "SANDFS_TEST_STAGE=host", "SANDFS_TEST_DIGEST="+filepath.Join(dir, "digest"),
 		"LAB_KALLSYMS=/dev/null", "SANDFS_LAB_WATCH=2", "SANDFS_LAB_CONSOLE="+console)
