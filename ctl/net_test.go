@@ -17,12 +17,31 @@ import (
 func TestNewNet(t *testing.T) {
 	rt := newFakeRuntime()
 	p, _ := openPlane(t, t.TempDir(), rt)
-	for _, c := range []struct{ msg, want string }{
+	newPolicies(t, p, rt, []newPolicy{
 		{"new a", "default deny\n"},
 		{"new b net=deny", "default deny\n"},
 		{"new c net=allow", "default allow\n"},
 		{"new d net='deny 10.1.0.0/16; allow 10.0.0.0/8;allow example.com'", "default deny\nallow 10.0.0.0/8\ndeny 10.1.0.0/16\nallow example.com\n"},
-	} {
+	})
+	for _, m := range []string{"new e net=permit", "new e net='allow 10.0.0.1/8'", "new e net='deny example.com'"} {
+		if _, err := p.Ctl(ctx(t), []byte(m)); Errno(err) != syscall.EINVAL {
+			t.Errorf("Ctl(%q) = %v; want EINVAL", m, err)
+		}
+	}
+	if _, err := p.Lookup("e"); err == nil {
+		t.Error("a bad net= created sandbox e")
+	}
+}
+
+// newPolicy is a one-letter sandbox's new message and the policy it
+// must start with.
+type newPolicy struct{ msg, want string }
+
+// newPolicies writes each new message to p and checks the sandbox's
+// policy and the one rt was given (Spec.Net; "" is default deny).
+func newPolicies(t *testing.T, p *Plane, rt *fakeRuntime, cases []newPolicy) {
+	t.Helper()
+	for _, c := range cases {
 		do(t, p, c.msg)
 		s, err := p.Lookup(c.msg[4:5])
 		if err != nil {
@@ -31,17 +50,9 @@ func TestNewNet(t *testing.T) {
 		if got := s.NetPolicy(); got != c.want {
 			t.Errorf("%s: NetPolicy() = %q; want %q", c.msg, got, c.want)
 		}
-		if got := rt.lastSpec().Net; got != c.want && !(got == "" && c.msg == "new a") {
+		if got := rt.lastSpec().Net; got != c.want && !(got == "" && c.want == "default deny\n") {
 			t.Errorf("%s: Spec.Net = %q; want %q", c.msg, got, c.want)
 		}
-	}
-	for _, m := range []string{"new e net=permit", "new e net='allow 10.0.0.1/8'", "new e net='deny example.com'"} {
-		if _, err := p.Ctl(ctx(t), []byte(m)); Errno(err) != syscall.EINVAL {
-			t.Errorf("Ctl(%q) = %v; want EINVAL", m, err)
-		}
-	}
-	if _, err := p.Lookup("e"); err == nil {
-		t.Error("a bad net= created sandbox e")
 	}
 }
 

@@ -71,23 +71,11 @@ func (r policyRuntime) TemplatePolicy(name string) (string, error) {
 func TestNewTemplatePolicy(t *testing.T) {
 	rt := policyRuntime{newFakeRuntime(), map[string]string{"base": "default deny\nallow 10.0.0.0/8\n", "bad": "!"}}
 	p, _ := openPlane(t, t.TempDir(), rt)
-	for _, c := range []struct{ msg, want string }{
+	newPolicies(t, p, rt.fakeRuntime, []newPolicy{
 		{"new a", "default deny\nallow 10.0.0.0/8\n"},
 		{"new b net=allow", "default allow\n"},
 		{"new c template=other", "default deny\n"},
-	} {
-		do(t, p, c.msg)
-		s, err := p.Lookup(c.msg[4:5])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := s.NetPolicy(); got != c.want {
-			t.Errorf("%s: NetPolicy() = %q; want %q", c.msg, got, c.want)
-		}
-		if got := rt.lastSpec().Net; got != c.want && !(got == "" && c.want == "default deny\n") {
-			t.Errorf("%s: Spec.Net = %q; want %q", c.msg, got, c.want)
-		}
-	}
+	})
 	if got, err := p.TemplatePolicy("base"); got != "default deny\nallow 10.0.0.0/8\n" || err != nil {
 		t.Errorf("TemplatePolicy(base) = %q, %v", got, err)
 	}

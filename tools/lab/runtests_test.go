@@ -8,11 +8,38 @@ import (
 	"testing"
 )
 
-// TestRunTestsRerun: run-tests.sh, as make test-unit runs it on the host,
-// runs a binary's failed test once more only when its output shows a lab
-// fault, passes the binary if the rerun passes, and keeps every other
-// failure. The "binary" is a script that prints what a Go test binary
-// prints and fails on its first run only.
+// runTests runs run-tests.sh as make test-unit runs it on the host, on a
+// manifest of one "binary" (script, a bash script printing what a Go test
+// binary prints) in package dir pkg under dir, with env added; it returns
+// the output and the exit code.
+func runTests(t *testing.T, dir, script string, env ...string) (string, int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "fake.test"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "manifest")
+	if err := os.WriteFile(manifest, []byte("fake.test pkg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "run-tests.sh", manifest)
+	cmd.Env = append(append(os.Environ(), "SANDFS_TEST_ROOT="+dir, "SANDFS_TEST_STAGE=host",
+		"SANDFS_TEST_DIGEST="+filepath.Join(dir, "digest"), "LAB_KALLSYMS=/dev/null"), env...)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// TestRunTestsRerun: run-tests.sh runs a binary's failed test once more
+// only when its output shows a lab fault, passes the binary if the rerun
+// passes, and keeps every other failure. The "binary" fails on its first
+// run only.
 func TestRunTestsRerun(t *testing.T) {
 	for _, tc := range []struct {
 		name, msg string
@@ -25,34 +52,14 @@ func TestRunTestsRerun(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		once := filepath.Join(dir, "ran")
-		bin := "#!/bin/bash\n" +
-			"echo '=== RUN   TestA'\n" +
-			"if [ -e " + once + " ]; then echo '--- PASS: TestA (0.00s)'; echo PASS; exit 0; fi\n" +
-			": > " + once + "\n" +
-			"echo '    x_test.go:1: " + strings.ReplaceAll(tc.msg, "'", "") + "'\n" +
-			"echo '--- FAIL: TestA (1.00s)'; echo FAIL; exit 1\n"
-		if err := os.WriteFile(filepath.Join(dir, "fake.test"), []byte(bin), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Mkdir(filepath.Join(dir, "pkg"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		manifest := filepath.Join(dir, "manifest")
-		if err := os.WriteFile(manifest, []byte("fake.test pkg\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("bash", "run-tests.sh", manifest)
-		cmd.Env = append(os.Environ(), "SANDFS_TEST_ROOT="+dir, "SANDFS_TEST_STAGE=host",
-			"SANDFS_TEST_DIGEST="+filepath.Join(dir, "digest"), "LAB_KALLSYMS=/dev/null")
-		out, err := cmd.CombinedOutput()
-		rc := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			rc = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		reruns := strings.Count(string(out), "=== RUN   TestA")
-		if rc != tc.rc || !strings.Contains(string(out), tc.want) || reruns != 2-tc.rc {
+		out, rc := runTests(t, dir, "#!/bin/bash\n"+
+			"echo '=== RUN   TestA'\n"+
+			"if [ -e "+once+" ]; then echo '--- PASS: TestA (0.00s)'; echo PASS; exit 0; fi\n"+
+			": > "+once+"\n"+
+			"echo '    x_test.go:1: "+strings.ReplaceAll(tc.msg, "'", "")+"'\n"+
+			"echo '--- FAIL: TestA (1.00s)'; echo FAIL; exit 1\n")
+		reruns := strings.Count(out, "=== RUN   TestA")
+		if rc != tc.rc || !strings.Contains(out, tc.want) || reruns != 2-tc.rc {
 			t.Errorf("%s: exit %d, %d runs; want exit %d, %d runs and %q in:\n%s", tc.name, rc, reruns, tc.rc, 2-tc.rc, tc.want, out)
 		}
 	}
@@ -70,27 +77,13 @@ func TestRunTestsWatchdog(t *testing.T) {
 	console := filepath.Join(dir, "console")
 	// Quiet until the dump is written whole (up to a minute: on a busy
 	// host the dump of every process takes seconds).
-	bin := "#!/bin/bash\necho '=== RUN   TestQuiet'\n" +
-		"for i in $(seq 600); do grep -q 'end of the dump' " + console + " 2>/dev/null && break; sleep 0.1; done\n" +
-		"echo '--- PASS: TestQuiet (5.00s)'; echo PASS\n"
-	if err := os.WriteFile(filepath.Join(dir, "quiet.test"), []byte(bin), 0o755); err != nil {
-		t.Fatal(err)
+	out, rc := runTests(t, dir, "#!/bin/bash\necho '=== RUN   TestQuiet'\n"+
+		"for i in $(seq 600); do grep -q 'end of the dump' "+console+" 2>/dev/null && break; sleep 0.1; done\n"+
+		"echo '--- PASS: TestQuiet (5.00s)'; echo PASS\n", "SANDFS_LAB_WATCH=2", "SANDFS_LAB_CONSOLE="+console)
+	if rc != 0 || !strings.Contains(out, "ok  \tsandfs/pkg\t") {
+		t.Fatalf("run-tests.sh: exit %d\n%s", rc, out)
 	}
-	if err := os.Mkdir(filepath.Join(dir, "pkg"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	manifest := filepath.Join(dir, "manifest")
-	if err := os.WriteFile(manifest, []byte("quiet.test pkg\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", "run-tests.sh", manifest)
-	cmd.Env = append(os.Environ(), "SANDFS_TEST_ROOT="+dir, "SANDFS_TEST_STAGE=host", "SANDFS_TEST_DIGEST="+filepath.Join(dir, "digest"),
-		"LAB_KALLSYMS=/dev/null", "SANDFS_LAB_WATCH=2", "SANDFS_LAB_CONSOLE="+console)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok  \tsandfs/pkg\t") {
-		t.Fatalf("run-tests.sh: %v\n%s", err, out)
-	}
-	if strings.Contains(string(out), "lab watchdog") {
+	if strings.Contains(out, "lab watchdog") {
 		t.Errorf("the watchdog wrote to the output:\n%s", out)
 	}
 	c, err := os.ReadFile(console)
@@ -98,7 +91,7 @@ func TestRunTestsWatchdog(t *testing.T) {
 		t.Fatalf("no console dump: %v", err)
 	}
 	dump := string(c)
-	for _, want := range []string{"has had no new line for ", "quiet.test -test.v", "lab watchdog:   task ", " state=S (sleeping) wchan=", "lab watchdog: end of the dump"} {
+	for _, want := range []string{"has had no new line for ", "fake.test -test.v", "lab watchdog:   task ", " state=S (sleeping) wchan=", "lab watchdog: end of the dump"} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("the dump has no %q:\n%.3000s", want, dump)
 		}
