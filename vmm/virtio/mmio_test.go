@@ -122,7 +122,14 @@ func TestEcho(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 				if tc.eventIdx {
-					if ev := d.AvailEvent(0); ev != uint16(i+1) {
+					// The device sets avail_event after its
+					// notification (DrainSignal), so it may come
+					// a moment after the interrupt.
+					ev := d.AvailEvent(0)
+					for end := time.Now().Add(5 * time.Second); ev != uint16(i+1) && time.Now().Before(end); ev = d.AvailEvent(0) {
+						time.Sleep(time.Millisecond)
+					}
+					if ev != uint16(i+1) {
 						t.Fatalf("avail_event = %d, want %d", ev, i+1)
 					}
 				}
