@@ -11,13 +11,16 @@
 # left in the lab kernel's own SVM code (tools/lab/faults.sh), fails
 # whatever test it belonged to. When a binary fails and each failed
 # top-level test's own output shows one of those signatures, those tests
-# (at most maxRerun) run once more; the binary passes only if they all
-# pass then. Every rerun is printed as a "lab rerun:" line and collected
-# in the digest at the end. A failure without a signature, or a second
-# failure, is final.
+# (at most maxRerun) run once more, and again (at most maxAttempts reruns)
+# while each failure shows a signature; the binary passes only if they all
+# pass in the end. Every rerun is printed as a "lab rerun:" line and
+# collected in the digest at the end. A failure without a signature, or a
+# failure of the last rerun, is final.
 manifest=$1
 bindir=$(dirname "$manifest")
 maxRerun=4
+# maxAttempts: reruns of a test whose every failure shows a lab fault.
+maxAttempts=2
 . "$(dirname "$0")/faults.sh"
 root=${SANDFS_TEST_ROOT:-/opt/sandfs}
 stage=${SANDFS_TEST_STAGE:-lab}
@@ -123,13 +126,15 @@ while read -r name dir; do
 	runbin "$dir" "$bindir/$name" "$log"
 	rc=$?
 	how=""
-	if [ $rc != 0 ]; then
-		tests=$(failures "$log")
+	cur=$log
+	for attempt in $(seq 0 $maxAttempts); do
+		[ $rc != 0 ] || break
+		tests=$(failures "$cur")
 		n=$(echo "$tests" | grep -c .)
 		faulted=1
 		why=""
 		for t in $tests; do
-			sec=$(section "$log" "$t")
+			sec=$(section "$cur" "$t")
 			if resets=$(grep -m 2 -E "$labreset" <<< "$sec"); then
 				why="$why$(cut -c1-300 <<< "$resets")"$'\n'
 			elif rips=$(labsvmrips <<< "$sec"); then
@@ -138,26 +143,27 @@ while read -r name dir; do
 				faulted=0
 			fi
 		done
-		if [ "$n" -ge 1 ] && [ "$n" -le $maxRerun ] && [ $faulted = 1 ]; then
+		if [ "$n" -ge 1 ] && [ "$n" -le $maxRerun ] && [ $faulted = 1 ] && [ "$attempt" -lt $maxAttempts ]; then
 			list=$(echo $tests | tr ' ' '|')
-			echo "lab rerun: sandfs/$dir: $list failed with a fault of the lab's nested emulation in their output (docs/lab.md); once more:"
+			echo "lab rerun: sandfs/$dir: $list failed with a fault of the lab's nested emulation in their output (docs/lab.md); once more (rerun $((attempt + 1)) of at most $maxAttempts):"
 			printf '%s' "$why"
-			runbin "$dir" "$bindir/$name" "$log.rerun" -test.run "^($list)\$"
+			printf '%s' "$why" | sed 's/^/	why: /' >> "$digest"
+			cur=$log.rerun$((attempt + 1))
+			runbin "$dir" "$bindir/$name" "$cur" -test.run "^($list)\$"
 			rc=$?
 			if [ $rc = 0 ]; then
 				how=", $list passed on rerun after a lab fault"
-				echo "lab rerun: sandfs/$dir	$list	passed on rerun" >> "$digest"
-				printf '%s' "$why" | sed 's/^/	why: /' >> "$digest"
-			else
-				note "$dir" "$(failures "$log.rerun")" "$log.rerun"
+				echo "lab rerun: sandfs/$dir	$list	passed on rerun $((attempt + 1))" >> "$digest"
 			fi
 		elif [ "$n" = 0 ]; then
 			echo "FAIL	sandfs/$dir	no test verdict (exit $rc: a panic or the timeout); the output's end:" >> "$digest"
-			tail -n 6 "$log" | cut -c1-400 >> "$digest"
+			tail -n 6 "$cur" | cut -c1-400 >> "$digest"
+			break
 		else
-			note "$dir" "$tests" "$log"
+			note "$dir" "$tests" "$cur"
+			break
 		fi
-	fi
+	done
 	t=$(($(date +%s) - t0))
 	if [ $rc = 0 ]; then
 		echo "ok  	sandfs/$dir	${t}s	($stage$how)"

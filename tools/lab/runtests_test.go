@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,31 +37,34 @@ func runTests(t *testing.T, dir, script string, env ...string) (string, int) {
 	return string(out), 0
 }
 
-// TestRunTestsRerun: run-tests.sh runs a binary's failed test once more
-// only when its output shows a lab fault, passes the binary if the rerun
-// passes, and keeps every other failure. The "binary" fails on its first
-// run only.
+// TestRunTestsRerun: run-tests.sh runs a binary's failed test again
+// only while its output shows a lab fault, at most twice, passes the
+// binary if a rerun passes, and keeps every other failure. The "binary"
+// fails its first fails runs, printing msg.
 func TestRunTestsRerun(t *testing.T) {
 	for _, tc := range []struct {
-		name, msg string
-		rc        int
-		want      string
+		name, msg   string
+		fails, runs int
+		rc          int
+		want        string
 	}{
-		{"reset", `why="guest shut down (reset)"`, 0, "(host, TestA passed on rerun after a lab fault)"},
-		{"vmm reset", `msg="vcpu: triple fault, the guest resets" vcpu=0`, 0, "passed on rerun"},
-		{"other failure", `exec: exit status 1`, 1, "FAIL\tsandfs/pkg\t"},
+		{"reset", `why="guest shut down (reset)"`, 1, 2, 0, "(host, TestA passed on rerun after a lab fault)"},
+		{"vmm reset", `msg="vcpu: triple fault, the guest resets" vcpu=0`, 1, 2, 0, "passed on rerun"},
+		{"two resets", `why="guest shut down (reset)"`, 2, 3, 0, "passed on rerun 2"},
+		{"three resets", `why="guest shut down (reset)"`, 3, 3, 1, "FAIL\tsandfs/pkg\t"},
+		{"other failure", `exec: exit status 1`, 1, 1, 1, "FAIL\tsandfs/pkg\t"},
 	} {
 		dir := t.TempDir()
-		once := filepath.Join(dir, "ran")
+		count := filepath.Join(dir, "runs")
 		out, rc := runTests(t, dir, "#!/bin/bash\n"+
 			"echo '=== RUN   TestA'\n"+
-			"if [ -e "+once+" ]; then echo '--- PASS: TestA (0.00s)'; echo PASS; exit 0; fi\n"+
-			": > "+once+"\n"+
+			"n=$(cat "+count+" 2>/dev/null || echo 0); echo $((n + 1)) > "+count+"\n"+
+			"if [ $n -ge "+strconv.Itoa(tc.fails)+" ]; then echo '--- PASS: TestA (0.00s)'; echo PASS; exit 0; fi\n"+
 			"echo '    x_test.go:1: "+strings.ReplaceAll(tc.msg, "'", "")+"'\n"+
 			"echo '--- FAIL: TestA (1.00s)'; echo FAIL; exit 1\n")
-		reruns := strings.Count(out, "=== RUN   TestA")
-		if rc != tc.rc || !strings.Contains(out, tc.want) || reruns != 2-tc.rc {
-			t.Errorf("%s: exit %d, %d runs; want exit %d, %d runs and %q in:\n%s", tc.name, rc, reruns, tc.rc, 2-tc.rc, tc.want, out)
+		runs := strings.Count(out, "=== RUN   TestA")
+		if rc != tc.rc || !strings.Contains(out, tc.want) || runs != tc.runs {
+			t.Errorf("%s: exit %d, %d runs; want exit %d, %d runs and %q in:\n%s", tc.name, rc, runs, tc.rc, tc.runs, tc.want, out)
 		}
 	}
 }
