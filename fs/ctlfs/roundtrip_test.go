@@ -122,8 +122,8 @@ func settle(cr *countingRuntime) {
 
 // The budgets of TestExecRoundTrips, as in docs/filesystem.md.
 const (
-	maxShellRoundTrips     = 13
-	maxCLIRoundTrips       = 29
+	maxShellRoundTrips = 13
+	maxCLIRoundTrips   = 29
 	// 16; FUSE's release (and so a clunk) may come after close returns,
 	// in the next count (+1); and about one run in ten under -race shows
 	// one lookup more (a walkgetattr and its clunk, +2; the kernel
