@@ -125,9 +125,10 @@ const (
 	maxShellRoundTrips = 13
 	maxCLIRoundTrips   = 29
 	// 16; FUSE's release (and so a clunk) may come after close returns,
-	// in the next count (+1); and about one run in ten under -race shows
-	// one lookup more (a walkgetattr and its clunk, +2; the kernel
-	// repeats a lookup, which one and why not found).
+	// in the next count (+1); and a lookup the kernel interrupts (when
+	// the test, a Go program, gets a signal: its runtime's preemption)
+	// is abandoned and made again, a walkgetattr and its clunk more
+	// (+2; about one run in ten under -race).
 	maxFUSEProcsRoundTrips = 19
 )
 

@@ -154,7 +154,12 @@ func (n *remoteNode) getattr(ctx context.Context, s *session) (p9.QID, p9.Attr, 
 		q, a = qt, at
 		return f.Close()
 	})
-	return q, a, err
+	if err != nil {
+		// q and a are fn's: read them only once it returned (an
+		// interrupted request goes on in the background).
+		return p9.QID{}, p9.Attr{}, err
+	}
+	return q, a, nil
 }
 
 // walkGetAttr is root.WalkGetAttr(names), which for no names is a walk
@@ -273,7 +278,10 @@ func (n *remoteNode) readlink(ctx context.Context, s *session) (string, error) {
 		t, err = f.Readlink()
 		return err
 	})
-	return t, err
+	if err != nil {
+		return "", err // t is fn's: read it only once fn returned
+	}
+	return t, nil
 }
 
 // resolveLink returns the path that the symlink at names, whose text is
