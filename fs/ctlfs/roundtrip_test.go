@@ -125,10 +125,11 @@ const (
 	maxShellRoundTrips = 13
 	maxCLIRoundTrips   = 29
 	// 16; FUSE's release (and so a clunk) may come after close returns,
-	// in the next count (+1); and a lookup the kernel interrupts (when
-	// the test, a Go program, gets a signal: its runtime's preemption)
-	// is abandoned and made again, a walkgetattr and its clunk more
-	// (+2; about one run in ten under -race).
+	// in the next count (+1); and a lookup the kernel interrupts (a
+	// signal to the calling thread; which signal was not seen) is
+	// abandoned and made again, a walkgetattr and its clunk more (+2;
+	// about one run in ten under -race; a CI run's race report showed
+	// such an abandoned lookup).
 	maxFUSEProcsRoundTrips = 19
 )
 

@@ -39,8 +39,7 @@ const maxAbandoned = 16
 // client's, on a bad reply) fails this request like a bad reply. What fn
 // sets may be read only when do returns nil (or fn's own error): an
 // abandoned fn goes on writing. A FUSE request is abandoned whenever the
-// kernel interrupts it, e.g. when its caller, a Go program, gets a
-// preemption signal.
+// kernel interrupts it (a signal to the calling thread).
 func (r *Remote) do(ctx context.Context, s *session, what string, bounded bool, onCancel func(), fn func() error) error {
 	done := make(chan error, 1)
 	var state atomic.Int32 // reqRunning, then reqDone (fn returned) or reqAbandoned

@@ -147,6 +147,7 @@ while read -r name dir; do
 			list=$(echo $tests | tr ' ' '|')
 			echo "lab rerun: sandfs/$dir: $list failed with a fault of the lab's nested emulation in their output (docs/lab.md); once more (rerun $((attempt + 1)) of at most $maxAttempts):"
 			printf '%s' "$why"
+			echo "lab rerun: sandfs/$dir	$list	rerun $((attempt + 1)) after a lab fault:" >> "$digest"
 			printf '%s' "$why" | sed 's/^/	why: /' >> "$digest"
 			cur=$log.rerun$((attempt + 1))
 			runbin "$dir" "$bindir/$name" "$cur" -test.run "^($list)\$"
