@@ -48,18 +48,16 @@ func (h *remoteHandle) openLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var f p9.File
-	err = r.do(ctx, s, "open "+h.n.path(), true, nil, func() error {
-		_, fl, err := s.root.Walk(h.n.names())
+	f, err := call(ctx, r, s, "open "+h.n.path(), true, nil, func() (p9.File, error) {
+		_, f, err := s.root.Walk(h.n.names())
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, _, err := fl.Open(p9.OpenFlags(h.flags) & p9.OpenFlagsModeMask); err != nil {
-			fl.Close()
-			return err
+		if _, _, err := f.Open(p9.OpenFlags(h.flags) & p9.OpenFlagsModeMask); err != nil {
+			f.Close()
+			return nil, err
 		}
-		f = fl
-		return nil
+		return f, nil
 	})
 	if err != nil {
 		if h.private {
@@ -134,15 +132,10 @@ func (h *remoteHandle) readServer(ctx context.Context, p []byte, off int64) (int
 		size = min(size, m)
 	}
 	buf := make([]byte, size) // an abandoned read may still fill it
-	// n is read only when do returns fn's own result (err nil or EOF);
-	// an abandoned fn may still write it.
-	var n int
 	h.reading.Add(1)
-	err = h.n.r.do(ctx, s, "read "+h.n.path(), false, func() { h.drop(s, f) }, func() error {
+	n, err := call(ctx, h.n.r, s, "read "+h.n.path(), false, func() { h.drop(s, f) }, func() (int, error) {
 		defer h.reading.Add(-1)
-		var err error
-		n, err = ReadP9(f, buf, off)
-		return err
+		return ReadP9(f, buf, off)
 	})
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, err
@@ -158,12 +151,9 @@ func (h *remoteHandle) Write(ctx context.Context, p []byte, off int64) (int, err
 	if err != nil {
 		return 0, err
 	}
-	var n int
 	bounded := h.n.r.opt.Messages != nil && h.n.r.opt.Messages(h.n.path())
-	err = h.n.r.do(ctx, s, "write "+h.n.path(), bounded, func() { h.drop(s, f) }, func() error {
-		var err error
-		n, err = WriteP9(f, p, off)
-		return err
+	n, err := call(ctx, h.n.r, s, "write "+h.n.path(), bounded, func() { h.drop(s, f) }, func() (int, error) {
+		return WriteP9(f, p, off)
 	})
 	if err != nil {
 		return 0, h.n.r.refused(ctx, "write", h.n.path(), h, err)

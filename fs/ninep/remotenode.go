@@ -144,22 +144,18 @@ func (n *remoteNode) at(names []string) remoteNode {
 // getattr walks n's path on s and returns its QID and attributes (the
 // fid is clunked).
 func (n *remoteNode) getattr(ctx context.Context, s *session) (p9.QID, p9.Attr, error) {
-	var q p9.QID
-	var a p9.Attr
-	err := n.r.do(ctx, s, "walk "+n.path(), true, nil, func() error {
-		qt, f, at, err := walkGetAttr(s.root, n.names())
-		if err != nil {
-			return err
-		}
-		q, a = qt, at
-		return f.Close()
-	})
-	if err != nil {
-		// q and a are fn's: read them only once it returned (an
-		// interrupted request goes on in the background).
-		return p9.QID{}, p9.Attr{}, err
+	type qa struct {
+		q p9.QID
+		a p9.Attr
 	}
-	return q, a, nil
+	v, err := call(ctx, n.r, s, "walk "+n.path(), true, nil, func() (qa, error) {
+		q, f, a, err := walkGetAttr(s.root, n.names())
+		if err != nil {
+			return qa{}, err
+		}
+		return qa{q, a}, f.Close()
+	})
+	return v.q, v.a, err
 }
 
 // walkGetAttr is root.WalkGetAttr(names), which for no names is a walk
@@ -268,20 +264,14 @@ func (d *remoteDir) Lookup(ctx context.Context, name string) (sfs.Node, error) {
 
 // readlink returns the target of the symlink at n.
 func (n *remoteNode) readlink(ctx context.Context, s *session) (string, error) {
-	var t string
-	err := n.r.do(ctx, s, "readlink "+n.path(), true, nil, func() error {
+	return call(ctx, n.r, s, "readlink "+n.path(), true, nil, func() (string, error) {
 		_, f, err := s.root.Walk(n.names())
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer f.Close()
-		t, err = f.Readlink()
-		return err
+		return f.Readlink()
 	})
-	if err != nil {
-		return "", err // t is fn's: read it only once fn returned
-	}
-	return t, nil
 }
 
 // resolveLink returns the path that the symlink at names, whose text is
@@ -313,18 +303,16 @@ func (d *remoteDir) List(ctx context.Context) ([]sfs.Dirent, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []sfs.Dirent
-	err = d.r.do(ctx, s, "readdir "+d.path(), true, nil, func() error {
+	out, err := call(ctx, d.r, s, "readdir "+d.path(), true, nil, func() ([]sfs.Dirent, error) {
 		_, f, err := s.root.Walk(d.names())
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer f.Close()
 		if _, _, err := f.Open(p9.ReadOnly); err != nil {
-			return err
+			return nil, err
 		}
-		out, err = ListP9(f, 1<<16)
-		return err
+		return ListP9(f, 1<<16)
 	})
 	if err != nil {
 		return nil, err

@@ -20,15 +20,13 @@ func (n *remoteNode) StatFS(ctx context.Context) (sfs.FSStat, error) {
 	if err != nil {
 		return sfs.FSStat{}, err
 	}
-	var st p9.FSStat
-	err = n.r.do(ctx, s, "statfs "+n.path(), true, nil, func() error {
+	st, err := call(ctx, n.r, s, "statfs "+n.path(), true, nil, func() (p9.FSStat, error) {
 		_, f, err := s.root.Walk(n.names())
 		if err != nil {
-			return err
+			return p9.FSStat{}, err
 		}
 		defer f.Close()
-		st, err = f.StatFS()
-		return err
+		return f.StatFS()
 	})
 	if err != nil {
 		return sfs.FSStat{}, err

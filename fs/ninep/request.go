@@ -27,28 +27,49 @@ const (
 // goroutine and its buffer (up to ReadMax).
 const maxAbandoned = 16
 
-// do runs fn, one request on session s, and maps its error. bounded
-// requests must answer within OpTimeout or the session is killed
-// (ETIMEDOUT). When ctx ends first the request is abandoned (it finishes
-// in the background) and do returns EINTR; onCancel, if set, runs then
-// (it drops the fid, or kills a private session, which ends the request
-// in the server). A failure of the connection kills s and is reported
-// to Fail (EIO); the server's own errors come back as syscall.Errno.
+// do runs fn, one request on session s, and maps its error: call for a
+// request without a result.
+func (r *Remote) do(ctx context.Context, s *session, what string, bounded bool, onCancel func(), fn func() error) error {
+	_, err := call(ctx, r, s, what, bounded, onCancel, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+// result is what a request's fn returned, handed over whole.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// call runs fn, one request on session s, and returns its value and its
+// mapped error. bounded requests must answer within OpTimeout or the
+// session is killed (ETIMEDOUT). When ctx ends first the request is
+// abandoned (it finishes in the background) and call returns EINTR;
+// onCancel, if set, runs then (it drops the fid, or kills a private
+// session, which ends the request in the server). A FUSE request is
+// abandoned whenever the kernel interrupts it (a signal to the calling
+// thread). A failure of the connection kills s and is reported to Fail
+// (EIO); the server's own errors come back as syscall.Errno.
 //
 // fn runs in a goroutine of its own under Guard: a panic in it (the p9
-// client's, on a bad reply) fails this request like a bad reply. What fn
-// sets may be read only when do returns nil (or fn's own error): an
-// abandoned fn goes on writing. A FUSE request is abandoned whenever the
-// kernel interrupts it (a signal to the calling thread).
-func (r *Remote) do(ctx context.Context, s *session, what string, bounded bool, onCancel func(), fn func() error) error {
-	done := make(chan error, 1)
+// client's, on a bad reply) fails this request like a bad reply. Its
+// value comes back only when fn itself returned; an abandoned, timed-out
+// or orphaned request gives the zero value, so no caller reads what an
+// abandoned fn may still be writing. fn must not write its results
+// anywhere else.
+func call[T any](ctx context.Context, r *Remote, s *session, what string, bounded bool, onCancel func(), fn func() (T, error)) (T, error) {
+	done := make(chan result[T], 1)
 	var state atomic.Int32 // reqRunning, then reqDone (fn returned) or reqAbandoned
 	go func() {
-		err := Guard(fn)
+		var res result[T]
+		res.err = Guard(func() error {
+			var err error
+			res.v, err = fn()
+			return err
+		})
 		if !state.CompareAndSwap(reqRunning, reqDone) {
 			s.abandoned.Add(-1)
 		}
-		done <- err
+		done <- res
 	}()
 	var timeout <-chan time.Time
 	if bounded && r.opt.OpTimeout > 0 {
@@ -56,14 +77,15 @@ func (r *Remote) do(ctx context.Context, s *session, what string, bounded bool, 
 		defer t.Stop()
 		timeout = t.C
 	}
-	var err error
+	var zero T
+	var res result[T]
 	select {
-	case err = <-done:
+	case res = <-done:
 	case <-timeout:
-		err = msg.Errorf(syscall.ETIMEDOUT, "%s: no answer to %s in %s; connection closed", r.opt.Name, what, r.opt.OpTimeout)
+		err := msg.Errorf(syscall.ETIMEDOUT, "%s: no answer to %s in %s; connection closed", r.opt.Name, what, r.opt.OpTimeout)
 		s.kill(err)
 		r.fail(what, err)
-		return err
+		return zero, err
 	case <-ctx.Done():
 		if onCancel != nil {
 			onCancel()
@@ -75,15 +97,15 @@ func (r *Remote) do(ctx context.Context, s *session, what string, bounded bool, 
 				r.fail(what, err)
 			}
 		}
-		return msg.Errorf(syscall.EINTR, "%s: interrupted", what)
+		return zero, msg.Errorf(syscall.EINTR, "%s: interrupted", what)
 	case <-s.dead:
 		select {
-		case err = <-done: // answered as the session ended
+		case res = <-done: // answered as the session ended
 		default:
-			err = s.why
+			res = result[T]{v: zero, err: s.why}
 		}
 	}
-	return r.mapErr(s, what, err)
+	return res.v, r.mapErr(s, what, res.err)
 }
 
 // mapErr turns a p9 client error into a tree error: the server's errnos
