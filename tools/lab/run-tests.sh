@@ -9,7 +9,8 @@
 #
 # A nested guest that the emulation resets, or whose vCPU the emulation
 # left in the lab kernel's own SVM code (tools/lab/faults.sh), fails
-# whatever test it belonged to. When a binary fails and each failed
+# whatever test it belonged to; so, on the host, does the crash of the lab
+# a test started itself, its console in the test's output. When a binary fails and each failed
 # top-level test's own output shows one of those signatures, those tests
 # (at most maxRerun) run once more, and again (at most maxAttempts reruns)
 # while each failure shows a signature; the binary passes only if they all
@@ -139,6 +140,10 @@ while read -r name dir; do
 				why="$why$(cut -c1-300 <<< "$resets")"$'\n'
 			elif rips=$(labsvmrips <<< "$sec"); then
 				why="$why$t: a vCPU in the lab kernel's SVM code: $(echo $rips)"$'\n'
+			elif [ "$stage" = host ] && crash=$(grep -m 2 -E "$labcrash" <<< "$sec"); then
+				# On the host, a test's output holds the console of the
+				# lab it started (test/makerun): that lab's kernel died.
+				why="$why$t: its lab's kernel crashed: $(echo $crash | cut -c1-200)"$'\n'
 			else
 				faulted=0
 			fi

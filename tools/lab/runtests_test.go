@@ -51,6 +51,7 @@ func TestRunTestsRerun(t *testing.T) {
 		{"reset", `why="guest shut down (reset)"`, 1, 2, 0, "(host, TestA passed on rerun after a lab fault)"},
 		{"vmm reset", `msg="vcpu: triple fault, the guest resets" vcpu=0`, 1, 2, 0, "passed on rerun"},
 		{"two resets", `why="guest shut down (reset)"`, 2, 3, 0, "passed on rerun 2"},
+		{"its lab crashed", `[  107.533745] traps: PANIC: double fault, error_code: 0x0`, 1, 2, 0, "its lab's kernel crashed"},
 		{"three resets", `why="guest shut down (reset)"`, 3, 3, 1, "FAIL\tsandfs/pkg\t"},
 		{"other failure", `exec: exit status 1`, 1, 1, 1, "FAIL\tsandfs/pkg\t"},
 	} {
