@@ -1,14 +1,19 @@
 package world
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
 
+	"sandfs/ctl/cred"
 	sfs "sandfs/fs"
+	"sandfs/fs/ninep"
 )
 
 // BenchmarkUnion compares operations through a world's nodes (in
@@ -97,6 +102,77 @@ func BenchmarkUnion(b *testing.B) {
 		for b.Loop() {
 			i++
 			if err := os.WriteFile(filepath.Join(lower, deep, fmt.Sprint("d", i)), []byte("x"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkUnion9P is what the daemon does for a guest's /workspace
+// request, without the guest and the VMM: the 9P server over a unix
+// socket, a p9 client at the other end, asking for a getattr of a
+// directory and for the walk, getattr and clunk of a file (a cold stat
+// by path in the guest). docs/worlds.md has its figures.
+func BenchmarkUnion9P(b *testing.B) {
+	lower := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(lower, "d1"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lower, "d1", "f1"), []byte("hello"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	w, err := Open(lower, b.TempDir(), Overlay)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	root, err := w.Root()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "9p")
+		if conns[i], err = net.FileConn(f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ninep.NewServer(root, nil).ServeConnAs(ctx, conns[0], cred.Self())
+	cl, err := ninep.NewClient(conns[1], 256<<10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	r, err := cl.Attach("/")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, d, err := r.Walk([]string{"d1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("getattr", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, _, err := d.GetAttr(p9.AttrMaskAll); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("walk+getattr+clunk", func(b *testing.B) {
+		for b.Loop() {
+			_, f, err := d.Walk([]string{"f1"})
+			if err == nil {
+				_, _, _, err = f.GetAttr(p9.AttrMaskAll)
+				f.Close()
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -14,15 +14,21 @@ import (
 	sfs "sandfs/fs"
 )
 
-// node is a path of the union and what it was when it was found; the
-// first Stat (the adapter's, right after the lookup) uses that, later
-// ones and every change resolve the path again.
+// node is a path of the union and what it was last seen as; the first
+// Stat (the adapter's, right after the lookup) uses that, later ones and
+// opens state its entry again (current), changes resolve the path again.
 type node struct {
 	w    *World
 	path atomic.Pointer[string] // "" for the root; a rename moves it (Moved)
-	l    loc
-	gen  uint64 // World.gen before l was seen; 0: unknown
+	seen atomic.Pointer[sight]
 	used atomic.Bool
+}
+
+// sight is what a node's path was at a World.gen (read before it was
+// seen; 0: unknown).
+type sight struct {
+	l   loc
+	gen uint64
 }
 
 // Dir is a directory of the union, File any other file but a symbolic
@@ -72,16 +78,17 @@ func (w *World) node(path string, l loc, g uint64) sfs.Node {
 	var nn *node
 	switch {
 	case l.isDir():
-		d := &Dir{node{w: w, l: l, gen: g}}
+		d := &Dir{node{w: w}}
 		n, nn = d, &d.node
 	case isLink(l.st()):
-		k := &Link{node{w: w, l: l, gen: g}}
+		k := &Link{node{w: w}}
 		n, nn = k, &k.node
 	default:
-		f := &File{node{w: w, l: l, gen: g}}
+		f := &File{node{w: w}}
 		n, nn = f, &f.node
 	}
 	nn.path.Store(&path)
+	nn.seen.Store(&sight{l: l, gen: g})
 	return n
 }
 
@@ -105,10 +112,13 @@ func (n *node) Moved(newDir sfs.Node, newName string) {
 // Stat implements sfs.Node.Stat: the entry's own owner, mode and times;
 // its inode number is stable across copy-up (World.ino).
 func (n *node) Stat(context.Context) (sfs.Attr, error) {
-	l := n.l
+	l := n.seen.Load().l
 	if n.used.Swap(true) {
 		var err error
-		if l, err = n.w.locate(n.p()); err != nil {
+		n.w.layers.RLock()
+		l, err = n.w.current(n)
+		n.w.layers.RUnlock()
+		if err != nil {
 			return sfs.Attr{}, err
 		}
 	}
@@ -123,11 +133,54 @@ func (n *node) Stat(context.Context) (sfs.Attr, error) {
 	}, nil
 }
 
-// locate resolves path with the layers held for reading.
-func (w *World) locate(path string) (loc, error) {
-	w.layers.RLock()
-	defer w.layers.RUnlock()
-	return w.resolve(path)
+// current is what n is now; layers held. While the upper's names are as
+// they were when n was seen (World.gen unchanged), n shows from the same
+// layer, so only its entry there is stated again (an openat2, fstat and
+// close) rather than every directory from the root (about eight system
+// calls each); after a change of the upper, or when the entry is no
+// longer the file its layer had (a lower changed from outside), the path
+// is resolved again.
+func (w *World) current(n *node) (loc, error) {
+	s := n.seen.Load()
+	p, l := n.p(), s.l
+	switch {
+	case p == "":
+		return w.rootLoc()
+	case s.gen == 0 || s.gen != w.gen.Load():
+		return w.refresh(n)
+	}
+	root, st := w.lower, &l.ls
+	if l.up {
+		root, st = w.upper, &l.us
+	}
+	now, err := lstatAt(root, p)
+	if err != nil || now.Mode&unix.S_IFMT != st.Mode&unix.S_IFMT || now.Ino != st.Ino || now.Dev != st.Dev {
+		return w.resolve(p)
+	}
+	*st = now
+	return l, nil
+}
+
+// sighted is what n's path is at the current World.gen, for what depends
+// only on the upper's names (a lookup's layers): what n saw, if the upper
+// has not changed since (no system call), else refresh. Layers held.
+func (w *World) sighted(n *node) (loc, error) {
+	if s := n.seen.Load(); s.gen != 0 && s.gen == w.gen.Load() {
+		return s.l, nil
+	}
+	return w.refresh(n)
+}
+
+// refresh resolves n's path again, and n keeps what it is (so that a
+// change of the upper costs each node one resolution, not one per use).
+// Layers held.
+func (w *World) refresh(n *node) (loc, error) {
+	g := w.gen.Load()
+	l, err := w.resolve(n.p())
+	if err == nil {
+		n.seen.Store(&sight{l: l, gen: g})
+	}
+	return l, err
 }
 
 // StatFS implements sfs.StatFSer: the upper's file system, where
@@ -154,12 +207,9 @@ func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 	d.w.layers.RLock()
 	defer d.w.layers.RUnlock()
 	g := d.w.gen.Load()
-	p := d.l
-	if d.gen != g { // the upper changed since d was seen
-		var err error
-		if p, err = d.w.resolve(d.p()); err != nil {
-			return nil, err
-		}
+	p, err := d.w.sighted(&d.node)
+	if err != nil {
+		return nil, err
 	}
 	if !p.isDir() {
 		return nil, syscall.ENOTDIR
@@ -179,7 +229,11 @@ func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 func (d *Dir) List(context.Context) ([]sfs.Dirent, error) {
 	d.w.layers.RLock()
 	defer d.w.layers.RUnlock()
-	return d.w.list(d.p())
+	l, err := d.w.current(&d.node)
+	if err != nil {
+		return nil, err
+	}
+	return d.w.entries(d.p(), &l)
 }
 
 // list lists the union's directory path. Called with layers held.
@@ -188,6 +242,11 @@ func (w *World) list(path string) ([]sfs.Dirent, error) {
 	if err != nil {
 		return nil, err
 	}
+	return w.entries(path, &l)
+}
+
+// entries lists path, seen as l. Called with layers held.
+func (w *World) entries(path string, l *loc) ([]sfs.Dirent, error) {
 	if !l.isDir() {
 		return nil, syscall.ENOTDIR
 	}
@@ -239,7 +298,7 @@ func (l *Link) Readlink(context.Context) (string, error) {
 	w := l.w
 	w.layers.RLock()
 	defer w.layers.RUnlock()
-	loc, err := w.resolve(l.p())
+	loc, err := w.current(&l.node)
 	if err != nil {
 		return "", err
 	}
@@ -278,7 +337,7 @@ func (f *File) open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) 
 	of := sfs.HostOpenFlags(flags) | unix.O_NOCTTY
 	w.layers.RLock()
 	defer w.layers.RUnlock()
-	l, err := w.resolve(f.p())
+	l, err := w.current(&f.node)
 	if err != nil {
 		return nil, err
 	}

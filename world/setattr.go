@@ -17,6 +17,7 @@ func (n *node) upperOf(data bool, f func(fd int) error) error {
 	if err := w.writable(); err != nil {
 		return err
 	}
+	n.used.Store(true) // what its lookup saw is no longer what it is
 	w.layers.RLock()
 	defer w.layers.RUnlock()
 	l, err := w.resolve(n.p())

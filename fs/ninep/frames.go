@@ -1,9 +1,11 @@
 package ninep
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"time"
 )
 
@@ -43,7 +45,8 @@ const maxFrame = maxMsize
 // p9 reads with one goroutine at a time (its recvMu), so the fields need
 // no lock.
 type frameReader struct {
-	r       io.ReadCloser
+	r       *bufio.Reader // rc's bytes, read frameBuffer at a time
+	rc      io.ReadCloser
 	c       *conn
 	frame   []byte
 	pos     int
@@ -74,8 +77,20 @@ func (f *frameReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// frameBuffer is how much a frameReader asks its connection for at a
+// time: a small request's header and body come in one read (two before:
+// the size, then the rest), and so do requests a client sends back to
+// back. Larger frames (a Twrite's data) are read past it, straight into
+// the frame.
+const frameBuffer = 8 << 10
+
+// newFrameReader reads c's frames from rc.
+func newFrameReader(rc io.ReadCloser, c *conn) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(rc, frameBuffer), rc: rc, c: c}
+}
+
 // Close implements io.Closer.
-func (f *frameReader) Close() error { return f.r.Close() }
+func (f *frameReader) Close() error { return f.rc.Close() }
 
 func (f *frameReader) next() error {
 	var hdr [4]byte
@@ -174,65 +189,87 @@ func (c *conn) observe(frame []byte) {
 // leaves, so the conn learns which fids p9 created before the client can
 // use them. It also puts an Rflush after the reply of the request it
 // flushed (flushorder.go). p9 writes a reply as its 7-byte header, then
-// the body, in separate Writes, one reply at a time (its sendMu); a
-// header is passed on once whole, however the bytes are cut.
+// its body and payload, in separate Writes, one reply at a time (its
+// sendMu); replyWriter keeps a reply's bytes until the Write that
+// completes it, and sends the reply in one write. (Passed on as they came,
+// each reply was two or three writes, and the VMM's device, reading the
+// other end, woke for each: the header, then the rest.)
 type replyWriter struct {
 	w    io.WriteCloser
 	c    *conn
-	hdr  [7]byte
-	n    int    // header bytes of the current reply seen
+	buf  []byte // the current reply's bytes so far, its header first
+	size uint32 // the current reply's size, once its header is whole
 	tag  uint16 // the current reply's
-	skip uint32 // body bytes of the current reply still to pass
 }
+
+// replyKeep bounds the buffer a replyWriter keeps between replies.
+const replyKeep = 64 << 10
 
 // Write implements io.Writer.
 func (w *replyWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		if w.skip > 0 {
-			k := min(uint32(len(p)), w.skip)
-			if _, err := w.w.Write(p[:k]); err != nil {
+		if len(w.buf) < 7 {
+			k := min(7-len(w.buf), len(p))
+			w.buf, p = append(w.buf, p[:k]...), p[k:]
+			if len(w.buf) < 7 {
+				break
+			}
+			if done, err := w.header(); err != nil {
 				return 0, err
+			} else if done {
+				continue
 			}
-			p, w.skip = p[k:], w.skip-k
-			if w.skip == 0 {
-				if err := w.replied(w.tag); err != nil {
-					return 0, err
-				}
-			}
-			continue
 		}
-		k := copy(w.hdr[w.n:], p)
-		p, w.n = p[k:], w.n+k
-		if w.n < len(w.hdr) {
+		rest := int(w.size) - len(w.buf)
+		if len(p) < rest {
+			w.buf, p = append(w.buf, p...), nil
 			break
 		}
-		w.n = 0
-		if err := w.header(); err != nil {
+		if err := w.send(p[:rest]); err != nil {
 			return 0, err
 		}
+		p = p[rest:]
 	}
 	return n, nil
 }
 
-// header shows the whole header in w.hdr to the conn and passes it on,
-// unless it is an Rflush that must wait for another reply.
-func (w *replyWriter) header() error {
-	typ, tag := w.hdr[4], binary.LittleEndian.Uint16(w.hdr[5:])
-	w.tag = tag
-	if size := binary.LittleEndian.Uint32(w.hdr[:]); size > 7 {
-		w.skip = size - 7
+// header shows the whole header in w.buf to the conn and reports done
+// for a reply that is its header alone: sent, or held (an Rflush that
+// must wait for another reply; replied writes it).
+func (w *replyWriter) header() (done bool, err error) {
+	typ, tag := w.buf[4], binary.LittleEndian.Uint16(w.buf[5:])
+	w.tag, w.size = tag, max(binary.LittleEndian.Uint32(w.buf), 7)
+	if w.c.sawReply(typ, tag) && w.size == 7 {
+		w.buf = w.buf[:0]
+		return true, nil
 	}
-	if w.c.sawReply(typ, tag) && w.skip == 0 {
-		return nil // held; replied writes it
+	if w.size == 7 {
+		return true, w.send(nil)
 	}
-	if _, err := w.w.Write(w.hdr[:]); err != nil {
+	return false, nil
+}
+
+// send writes the current reply, w.buf then last, with one write (a
+// writev on a connection, else one buffer), and the Rflush replies that
+// waited for it.
+func (w *replyWriter) send(last []byte) error {
+	var err error
+	if _, ok := w.w.(net.Conn); ok && len(last) > 0 {
+		bufs := net.Buffers{w.buf, last}
+		_, err = bufs.WriteTo(w.w)
+	} else {
+		w.buf = append(w.buf, last...)
+		_, err = w.w.Write(w.buf)
+	}
+	if cap(w.buf) > replyKeep {
+		w.buf = nil
+	}
+	w.buf = w.buf[:0]
+	if err != nil {
 		return err
 	}
-	if w.skip == 0 {
-		return w.replied(tag)
-	}
-	return nil
+	return w.replied(w.tag)
 }
 
 // replied writes the Rflush replies that waited for the reply with tag,

@@ -46,7 +46,7 @@ func FuzzFrames(f *testing.F) {
 		if authed {
 			cn.authenticated()
 		}
-		fr := &frameReader{r: io.NopCloser(bytes.NewReader(in)), c: cn}
+		fr := newFrameReader(io.NopCloser(bytes.NewReader(in)), cn)
 		frames := 0
 		for fr.next() == nil {
 			frames++

@@ -393,7 +393,7 @@ func TestFailedWalksLeaveNoFid(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p9.NewServer(cn).Handle(&frameReader{r: sc, c: cn}, &replyWriter{w: sc, c: cn})
+		p9.NewServer(cn).Handle(newFrameReader(sc, cn), &replyWriter{w: sc, c: cn})
 	}()
 	defer func() { cc.Close(); <-done }()
 	r := &raw{t: t, c: cc}

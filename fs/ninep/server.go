@@ -168,5 +168,5 @@ func (s *Server) serveConnAs(ctx context.Context, c net.Conn, token string, who 
 	defer attachBy.Stop()
 	s.log.Debug("9p: connection", "remote", cn.remote)
 	srv := p9.NewServer(cn)
-	srv.Handle(&frameReader{r: c, c: cn}, &replyWriter{w: c, c: cn})
+	srv.Handle(newFrameReader(c, cn), &replyWriter{w: c, c: cn})
 }

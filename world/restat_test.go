@@ -1,0 +1,83 @@
+package world
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	sfs "sandfs/fs"
+)
+
+// TestNodeSeesChanges: a node found once (a 9P fid, a FUSE inode) states
+// what its path is at each use, whether the change came through the
+// world (copy-up, chmod, remove) or, for the lower, from outside it (the
+// file written in place, replaced by another); while the upper's names
+// stay as they were it states only its own entry (World.current), and
+// must not show what it saw before.
+func TestNodeSeesChanges(t *testing.T) {
+	lower := newLower(t)
+	w := openWorld(t, lower, Overlay)
+	root, err := w.Root()
+	must(t, err)
+	walk := func(p string) sfs.Node {
+		t.Helper()
+		n, err := sfs.Walk(bg, root, p)
+		must(t, err)
+		return n
+	}
+	size := func(n sfs.Node) int64 {
+		t.Helper()
+		a, err := n.Stat(bg)
+		must(t, err)
+		return a.Size
+	}
+	f := walk("dir/b.txt")
+	if got := size(f); got != 4 { // the lookup's own attributes
+		t.Fatalf("size %d; want 4", got)
+	}
+	must(t, os.WriteFile(filepath.Join(lower, "dir/b.txt"), []byte("beta2"), 0o640))
+	if got := size(f); got != 5 {
+		t.Errorf("after the lower's file was written in place: size %d; want 5", got)
+	}
+	tmp := filepath.Join(lower, "dir/new")
+	must(t, os.WriteFile(tmp, []byte("replaced"), 0o640))
+	must(t, os.Rename(tmp, filepath.Join(lower, "dir/b.txt")))
+	if got := size(f); got != 8 {
+		t.Errorf("after the lower's file was replaced: size %d; want 8", got)
+	}
+	h, err := sfs.Open(bg, walk("dir/b.txt"), sfs.WriteOnly)
+	must(t, err)
+	_, err = h.Write(bg, []byte("copied up and longer"), 0)
+	must(t, err)
+	h.Close()
+	if got := size(f); got != 20 {
+		t.Errorf("after a copy-up through another node: size %d; want 20", got)
+	}
+	d := walk("dir")
+	mode := fs.FileMode(0o701) | fs.ModeDir
+	must(t, d.(sfs.Setattrer).SetAttr(bg, sfs.Change{Mode: &mode}))
+	if a, err := d.Stat(bg); err != nil || a.Mode.Perm() != 0o701 {
+		t.Errorf("dir after chmod: %v, %v; want 0701", a.Mode, err)
+	}
+	if a, err := walk("").Stat(bg); err != nil || !a.Mode.IsDir() {
+		t.Fatalf("root: %v, %v", a.Mode, err)
+	}
+	rmode := fs.FileMode(0o750) | fs.ModeDir
+	must(t, root.(sfs.Setattrer).SetAttr(bg, sfs.Change{Mode: &rmode}))
+	if a, err := root.Stat(bg); err != nil || a.Mode.Perm() != 0o750 {
+		t.Errorf("root after chmod: %v, %v; want 0750", a.Mode, err)
+	}
+	must(t, d.(sfs.Remover).Remove(bg, "b.txt", false))
+	if _, err := f.Stat(bg); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("after its removal: %v; want ENOENT", err)
+	}
+	c := walk("dir/sub/c.txt")
+	size(c)
+	must(t, os.Remove(filepath.Join(lower, "dir/sub/c.txt")))
+	if _, err := c.Stat(bg); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("after its removal from the lower: %v; want ENOENT", err)
+	}
+}
