@@ -111,8 +111,9 @@ func BenchmarkUnion(b *testing.B) {
 // BenchmarkUnion9P is what the daemon does for a guest's /workspace
 // request, without the guest and the VMM: the 9P server over a unix
 // socket, a p9 client at the other end, asking for a getattr of a
-// directory and for the walk, getattr and clunk of a file (a cold stat
-// by path in the guest). docs/worlds.md has its figures.
+// directory, the walk, getattr and clunk of a file (a cold stat by path
+// in the guest) and its walk, open, read and clunk (a small-file read).
+// docs/worlds.md has its figures.
 func BenchmarkUnion9P(b *testing.B) {
 	lower := b.TempDir()
 	if err := os.MkdirAll(filepath.Join(lower, "d1"), 0o755); err != nil {
@@ -170,6 +171,21 @@ func BenchmarkUnion9P(b *testing.B) {
 			_, f, err := d.Walk([]string{"f1"})
 			if err == nil {
 				_, _, _, err = f.GetAttr(p9.AttrMaskAll)
+				f.Close()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	buf := make([]byte, 4096)
+	b.Run("walk+open+read+clunk", func(b *testing.B) {
+		for b.Loop() {
+			_, f, err := d.Walk([]string{"f1"})
+			if err == nil {
+				if _, _, err = f.Open(p9.ReadOnly); err == nil {
+					_, err = f.ReadAt(buf, 0)
+				}
 				f.Close()
 			}
 			if err != nil {

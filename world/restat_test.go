@@ -8,13 +8,29 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	sfs "sandfs/fs"
 )
+
+// read reads the file n whole.
+func read(t *testing.T, n sfs.Node) string {
+	t.Helper()
+	h, err := sfs.Open(bg, n, sfs.ReadOnly)
+	must(t, err)
+	defer h.Close()
+	buf := make([]byte, 64)
+	k, err := h.Read(bg, buf, 0)
+	if err != nil && k == 0 {
+		t.Fatal(err)
+	}
+	return string(buf[:k])
+}
 
 // TestNodeSeesChanges: a node found once (a 9P fid, a FUSE inode) states
 // what its path is at each use, whether the change came through the
 // world (copy-up, chmod, remove) or, for the lower, from outside it (the
-// file written in place, replaced by another); while the upper's names
+// file written in place, replaced by another file or a pipe); while the upper's names
 // stay as they were it states only its own entry (World.current), and
 // must not show what it saw before.
 func TestNodeSeesChanges(t *testing.T) {
@@ -47,6 +63,20 @@ func TestNodeSeesChanges(t *testing.T) {
 	must(t, os.Rename(tmp, filepath.Join(lower, "dir/b.txt")))
 	if got := size(f); got != 8 {
 		t.Errorf("after the lower's file was replaced: size %d; want 8", got)
+	}
+	g := walk("a.txt")
+	size(g)
+	must(t, os.Remove(filepath.Join(lower, "a.txt")))
+	must(t, os.WriteFile(filepath.Join(lower, "a.txt"), []byte("another"), 0o640))
+	if got := read(t, g); got != "another" {
+		t.Errorf("opened after the lower's file was replaced: %q; want %q", got, "another")
+	}
+	must(t, os.Remove(filepath.Join(lower, "a.txt")))
+	must(t, unix.Mkfifo(filepath.Join(lower, "a.txt"), 0o640))
+	if h, err := sfs.Open(bg, g, sfs.ReadOnly); err != nil { // a writer-less pipe: not held
+		t.Errorf("opened after a pipe took the file's place: %v", err)
+	} else {
+		h.Close()
 	}
 	h, err := sfs.Open(bg, walk("dir/b.txt"), sfs.WriteOnly)
 	must(t, err)
