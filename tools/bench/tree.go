@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"sandfs/fs/client"
+	"sandfs/vmm/virtio"
 )
 
 // treeResult is what the daemon's tree measured: every figure is a write
@@ -55,6 +56,9 @@ func (r *run) startDaemon(ctx context.Context) (*daemon, error) {
 	cmd := exec.Command(self, "serve", "-mount", "", "-state", state, "-listen", "unix:"+sock,
 		"-kernel", r.h.kernel, "-templates", filepath.Dir(r.h.rootfs))
 	cmd.Stdout, cmd.Stderr = log, log
+	// Its VMMs dump their devices and vCPUs on SIGUSR1 (a stalled run's
+	// record: stall.go); nothing else changes.
+	cmd.Env = append(os.Environ(), virtio.DebugEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

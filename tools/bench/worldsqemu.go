@@ -62,14 +62,18 @@ func (r *run) worldsQEMU(ctx context.Context, bin string, o worldsOpts, share st
 		return err
 	}
 	defer stopQEMU(cmd, ended)
-	seen := 0
+	seen, last := 0, time.Now()
 	for {
 		b, _ := os.ReadFile(console)
 		lines := strings.Split(string(b), "\n")
+		if quiet := time.Since(last); quiet >= stallAfter {
+			return &qemuStall{quiet: quiet, console: tail(b)}
+		}
 		for ; seen < len(lines)-1; seen++ { // the last may be incomplete
 			line := strings.TrimSpace(lines[seen])
 			if res.add(line) || strings.HasPrefix(line, "# ") {
 				r.progress("  %s", line)
+				last = time.Now() // progress (not the kernel's messages)
 			}
 			if strings.HasPrefix(line, "# sbench-fail") {
 				return fmt.Errorf("guest: %s; console: %s", line, tail(b))
@@ -104,4 +108,15 @@ func writeInit(disk, dir, script string) error {
 		return fmt.Errorf("umount %s: %v: %s", mnt, err, out)
 	}
 	return werr
+}
+
+// qemuStall is QEMU's guest printing nothing for stallAfter: a nested
+// guest that stopped (a lab fault; no sandfs code runs in it).
+type qemuStall struct {
+	quiet   time.Duration
+	console string
+}
+
+func (e *qemuStall) Error() string {
+	return fmt.Sprintf("STALL: QEMU's guest printed nothing for %s; console: %s", e.quiet.Round(time.Second), e.console)
 }
