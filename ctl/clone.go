@@ -83,7 +83,7 @@ func (s *Sandbox) clone(ctx context.Context, c Command, v *Verb) (string, error)
 				rerr = cb.remove(cloneRm)
 			}
 			if rerr == nil {
-				rerr = p.dropFork(cb, cfg.World)
+				rerr = p.dropFork(cb)
 			}
 			if rerr != nil {
 				p.log.Error("clone: cannot remove a clone of a failed clone", "sandbox", cb.id, "err", rerr)

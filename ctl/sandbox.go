@@ -58,6 +58,9 @@ type Sandbox struct {
 	// ending is the machine a pause to disk ended without waiting
 	// (DiskPauser.Discard), until waitEnding saw it end. op only.
 	ending Machine
+	// forked is the world forkWorld made for it ("" none), which a
+	// failed clone removes with it (dropFork). Changed with op and mu.
+	forked string
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner cred.Owner) *Sandbox {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -131,8 +132,15 @@ func (s *Sandbox) forkWorld(verb string) error {
 	if s.owner.UID != 0 && s.owner.UID != wi.Owner.UID {
 		return Errorf(syscall.EPERM, "%s: the world of snapshot %s belongs to uid %d", verb, msg.Cite(ref.ID), wi.Owner.UID)
 	}
-	nw := WorldInfo{Name: forkName(wi.Name, s.id), Owner: s.owner, Lower: wi.Lower, Mode: wi.Mode, Created: time.Now().UTC()}
-	b, err := p.addWorld(verb, nw)
+	nw := WorldInfo{Owner: s.owner, Lower: wi.Lower, Mode: wi.Mode, Created: time.Now().UTC()}
+	var b WorldBackend
+	for n := 1; ; n++ { // a name taken (by a world its owner made, or an earlier fork): the next
+		nw.Name = forkName(wi.Name, s.id, n)
+		b, err = p.addWorld(verb, nw)
+		if Errno(err) != syscall.EEXIST || n == maxForkNames {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -145,31 +153,43 @@ func (s *Sandbox) forkWorld(verb string) error {
 		}
 	}
 	s.mu.Lock()
-	s.cfg.World = nw.Name
+	s.cfg.World, s.forked = nw.Name, nw.Name
 	s.mu.Unlock()
 	return nil
 }
 
-// dropFork removes the world forkWorld made for cb from world src (a
-// clone that failed: nothing of it stays).
-func (p *Plane) dropFork(cb *Sandbox, src string) error {
-	name := cb.Config().World
-	if src == "" || name != forkName(src, cb.id) {
+// dropFork removes the world forkWorld made for cb (a clone that
+// failed: nothing of it stays).
+func (p *Plane) dropFork(cb *Sandbox) error {
+	cb.mu.Lock()
+	name, forked := cb.cfg.World, cb.forked
+	cb.mu.Unlock()
+	if forked == "" || name != forked {
 		return nil
 	}
 	return p.removeWorld("clone", name)
 }
 
-// forkName is the name of the world forked for sandbox id from world w:
-// "<w>-<id>", w shortened to fit a name (at most 63 bytes).
-func forkName(w, id string) string {
-	if n := 63 - 1 - len(id); len(w) > n {
-		if n < 1 {
-			return id
-		}
-		w = w[:n]
+// maxForkNames bounds the names forkWorld tries.
+const maxForkNames = 100
+
+// forkName is the n-th name (from 1) of the world forked for sandbox id
+// from world w: "<w>-<id>", then "<w>-<id>-<n>", w shortened to fit a
+// name (at most 63 bytes); where no room is left for any of w, the id
+// (shortened for the suffix) alone.
+func forkName(w, id string, n int) string {
+	tail := id
+	if n > 1 {
+		tail += "-" + strconv.Itoa(n)
 	}
-	return w + "-" + id
+	if room := 63 - 1 - len(tail); room >= 1 {
+		return w[:min(len(w), room)] + "-" + tail
+	}
+	if n == 1 {
+		return id
+	}
+	suffix := "-" + strconv.Itoa(n)
+	return id[:63-len(suffix)] + suffix
 }
 
 // worldLost marks s, re-attached at a daemon start, as having a guest

@@ -80,13 +80,56 @@ func TestWorldSnapshots(t *testing.T) {
 
 func TestForkName(t *testing.T) {
 	long := strings.Repeat("w", 63)
-	for _, tc := range []struct{ w, id, want string }{
-		{"wa", "b1", "wa-b1"},
-		{long, "b1", long[:60] + "-b1"},
-		{"wa", long, long},
+	id62 := strings.Repeat("i", 62)
+	for _, tc := range []struct {
+		w, id string
+		n     int
+		want  string
+	}{
+		{"wa", "b1", 1, "wa-b1"},
+		{"wa", "b1", 2, "wa-b1-2"},
+		{long, "b1", 1, long[:60] + "-b1"},
+		{long, "b1", 12, long[:57] + "-b1-12"},
+		{"wa", long, 1, long},
+		{"wa", long, 3, long[:61] + "-3"},
+		{"wa", id62, 1, id62},
+		{"wa", id62, 100, id62[:59] + "-100"},
 	} {
-		if got := forkName(tc.w, tc.id); got != tc.want || !ValidName(got) {
-			t.Errorf("forkName(%q, %q) = %q; want %q", tc.w, tc.id, got, tc.want)
+		if got := forkName(tc.w, tc.id, tc.n); got != tc.want || !ValidName(got) {
+			t.Errorf("forkName(%q, %q, %d) = %q; want %q", tc.w, tc.id, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestForkNameTaken: a sandbox made from a snapshot with a world gets a
+// world of its own even when the first name for it is taken (a world
+// its owner made with that name; an id as long as a name, whose fork
+// is named as the id): the next name, not EEXIST.
+func TestForkNameTaken(t *testing.T) {
+	rt := newFakeRuntime()
+	p, _ := openPlane(t, t.TempDir(), rt)
+	opened := map[string]*fakeWorld{}
+	p.SetWorldOpener(worldsOpener(opened))
+	lower := t.TempDir()
+	for _, d := range []string{filepath.Dir(lower), lower} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := strings.Repeat("b", 63)
+	for _, c := range []string{"world wa lower=" + lower, "world wa-b2 lower=" + lower, "world " + long + " lower=" + lower, "new box world=wa"} {
+		if _, err := p.Ctl(as(t, alice), []byte(c)); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	opened["wa"].state = "v1"
+	sdo(t, lookup(t, p, "box"), "snapshot s1")
+	for id, want := range map[string]string{"b2": "wa-b2-2", long: long[:61] + "-2"} {
+		if _, err := p.Ctl(as(t, alice), []byte("new "+id+" from=s1")); err != nil {
+			t.Fatalf("new %s from=s1: %v", id, err)
+		}
+		if got := lookup(t, p, id).Config().World; got != want || opened[got] == nil || opened[got].state != "v1" {
+			t.Errorf("sandbox %s's world: %q; want %s holding v1", id, got, want)
 		}
 	}
 }
