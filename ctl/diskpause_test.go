@@ -191,12 +191,7 @@ func TestPauseToDiskWorld(t *testing.T) {
 	p, _ := openPlane(t, dir, rt)
 	opened := map[string]*fakeWorld{}
 	p.SetWorldOpener(worldsOpener(opened))
-	lower := t.TempDir()
-	for _, d := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lower := readableLower(t)
 	if _, err := p.Ctl(as(t, alice), []byte("world wa lower="+lower)); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,19 @@ func worldsOpener(opened map[string]*fakeWorld) WorldOpener {
 	}
 }
 
+// readableLower is a new directory that the plane's world checks let
+// any user name as a lower (it and its parent searchable by all).
+func readableLower(t *testing.T) string {
+	t.Helper()
+	lower := t.TempDir()
+	for _, d := range []string{filepath.Dir(lower), lower} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lower
+}
+
 // TestWorldVerbs: world on /ctl creates a world that survives a restart;
 // its ctl verbs reach its data; errors name their cause.
 func TestWorldVerbs(t *testing.T) {
@@ -175,13 +188,7 @@ func TestWorldAccess(t *testing.T) {
 // owner's.
 func TestWorldAttach(t *testing.T) {
 	p, _ := openPlane(t, t.TempDir(), newFakeRuntime())
-	lower := t.TempDir()
-	if err := os.Chmod(filepath.Dir(lower), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(lower, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	lower := readableLower(t)
 	if _, err := p.Ctl(ctx(t), []byte("new a world=nosuch")); Errno(err) != syscall.ENOENT {
 		t.Errorf("unknown world: %v", err)
 	}

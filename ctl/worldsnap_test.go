@@ -17,12 +17,7 @@ func TestWorldSnapshots(t *testing.T) {
 	p, _ := openPlane(t, dir, rt)
 	opened := map[string]*fakeWorld{}
 	p.SetWorldOpener(worldsOpener(opened))
-	lower := t.TempDir()
-	for _, d := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lower := readableLower(t)
 	if _, err := p.Ctl(as(t, alice), []byte("world wa lower="+lower)); err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +105,7 @@ func TestForkNameTaken(t *testing.T) {
 	p, _ := openPlane(t, t.TempDir(), rt)
 	opened := map[string]*fakeWorld{}
 	p.SetWorldOpener(worldsOpener(opened))
-	lower := t.TempDir()
-	for _, d := range []string{filepath.Dir(lower), lower} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lower := readableLower(t)
 	long := strings.Repeat("b", 63)
 	for _, c := range []string{"world wa lower=" + lower, "world wa-b2 lower=" + lower, "world " + long + " lower=" + lower, "new box world=wa"} {
 		if _, err := p.Ctl(as(t, alice), []byte(c)); err != nil {
