@@ -147,10 +147,21 @@ func runOnce(ctx context.Context, o Options) (Result, error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	qc := exec.CommandContext(ctx, qemu, qemuArgs(&o, accel, cpu, khz, initrd, ports)...)
+	qc := exec.CommandContext(ctx, qemu, qemuArgs(&o, accel, cpu, khz, initrd, monitorSocket(run), ports)...)
 	qc.Stdout = con // -serial stdio: the kernel console
 	qc.Stderr = con.tail
 	qc.WaitDelay = 5 * time.Second
+	// Ended for its time or by its caller: where its CPUs stood first
+	// (monitor.go), in the console log and, summed up, in the error.
+	var cpus string
+	qc.Cancel = func() error {
+		dump := cpuDump(monitorSocket(run), o.CPUs)
+		cpus = cpuSummary(dump)
+		if con.file != nil {
+			fmt.Fprintf(con.file, "\nlab: ended (%v); the lab's CPUs:\n%s", ctx.Err(), dump)
+		}
+		return qc.Process.Kill()
+	}
 	// Its own process group: a Ctrl-C at the terminal reaches this
 	// process, which ends QEMU through ctx (lab serve first lets the
 	// daemon inside stop), not QEMU directly.
@@ -171,7 +182,11 @@ func runOnce(ctx context.Context, o Options) (Result, error) {
 		return res, nil
 	}
 	quiet := status.Len() == 0 && stdout.n.Load() == 0 && stderr.n.Load() == 0
-	return res, noStatus(ctx, werr, o.Timeout, quiet, con.tail.String())
+	err = noStatus(ctx, werr, o.Timeout, quiet, con.tail.String())
+	if cpus != "" { // set by qc.Cancel, which Wait (servePorts) waited for
+		err = fmt.Errorf("%w\nthe lab's CPUs when it was ended: %s (registers and local APICs in %s)", err, cpus, res.ConsoleLog)
+	}
+	return res, err
 }
 
 // setDefaults checks o and fills in what it leaves out (see Options).

@@ -161,9 +161,10 @@ func accelerator() (accel, cpu string) {
 }
 
 // qemuArgs is QEMU's command line: the machine, the kernel (told the host
-// TSC frequency) and initrd, the repo share, user networking with
-// o.Forward, and one virtio-serial port per port.
-func qemuArgs(o *Options, accel, cpu string, khz int, initrd string, ports []*serialPort) []string {
+// TSC frequency) and initrd, the human monitor on the unix socket
+// monitor (monitor.go), the repo share, user networking with o.Forward,
+// and one virtio-serial port per port.
+func qemuArgs(o *Options, accel, cpu string, khz int, initrd, monitor string, ports []*serialPort) []string {
 	cmdline := strings.Join([]string{
 		"console=ttyS0", "quiet", "panic=-1", "rdinit=/init",
 		"tsc_early_khz=" + strconv.Itoa(khz),
@@ -183,7 +184,7 @@ func qemuArgs(o *Options, accel, cpu string, khz int, initrd string, ports []*se
 		"-smp", fmt.Sprintf("%d,sockets=%d", o.CPUs, o.CPUs),
 		"-m", fmt.Sprintf("%dM", o.MemMiB),
 		"-kernel", o.Kernel, "-initrd", initrd, "-append", cmdline,
-		"-serial", "stdio", "-monitor", "none",
+		"-serial", "stdio", "-monitor", "unix:" + strings.ReplaceAll(monitor, ",", ",,") + ",server=on,wait=off",
 		"-virtfs", "local,path=" + o.Repo + ",mount_tag=sandfs,security_model=none,readonly=on,id=repo",
 		"-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,romfile=",
 		"-device", "virtio-rng-pci",
