@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,8 +114,7 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	}
 	vm.last, vm.base = id, filepath.Join(entry, id)
 	if err := vm.refresh(ctx, s.ID); err != nil {
-		vm.p.Kill()
-		vm.p.Wait()
+		vm.giveUp(r.Log, "new", s.ID, err)
 		return nil, Errorf(Errno(err), "new: after restore: %s", errText(err))
 	}
 	r.Log.Info("restored: agent serving", "id", s.ID, "after", time.Since(start).Round(time.Millisecond))
@@ -339,6 +339,17 @@ func dialAgentCtl(ctx context.Context, uds string) (*p9.Client, p9.File, error) 
 	}
 	cl.Close()
 	return nil, nil, err
+}
+
+// giveUp ends m, a restored machine whose guest never took its refresh
+// (err), and logs its last words first: the guest's console and the
+// VMM's log, with the state dump refresh asked for (vCPU RIPs, interrupt
+// state), which go with the run directory (test/e2b/run.sh reads them for
+// the lab's faults).
+func (m *vmmMachine) giveUp(log *slog.Logger, verb, id string, err error) {
+	m.p.Kill()
+	m.p.Wait()
+	log.Warn(verb+": the restored guest never served; its machine is ended", append([]any{"id", id, "err", err}, m.LastWords()...)...)
 }
 
 // refresh is refreshGuest for m's guest, ending as soon as m does (and

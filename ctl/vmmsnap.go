@@ -288,8 +288,7 @@ func (r *VMMRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Mac
 	}
 	vm.last = from.ID
 	if err := vm.refresh(ctx, s.ID); err != nil {
-		vm.p.Kill()
-		vm.p.Wait()
+		vm.giveUp(r.Log, "restore", s.ID, err)
 		return nil, Errorf(Errno(err), "after restore: %s", errText(err))
 	}
 	r.Log.Info("restored from snapshot: agent serving", "id", s.ID, "snapshot", from.ID, "after", time.Since(start).Round(time.Millisecond))

@@ -45,6 +45,11 @@ mkdir -p "$cache" "$repo/build"
 install_out() {
 	cp -f "$dir/bzImage" "$out_img.tmp" && mv -f "$out_img.tmp" "$out_img"
 	cp -f "$dir/config" "$out_cfg"
+	# Its symbols (no KASLR: the addresses it runs at), for the RIPs of
+	# a lab's or a nested guest's dump read on the host (docs/lab.md).
+	if [ -f "$dir/obj/System.map" ]; then
+		cp -f "$dir/obj/System.map" "$repo/build/System.map.tmp" && mv -f "$repo/build/System.map.tmp" "$repo/build/System.map"
+	fi
 	echo "$key" > "$repo/build/kernel.key"
 	log "ready: $out_img ($(stat -c %s "$out_img") bytes, $srcpkg $srcver, cache $dir)"
 }

@@ -43,6 +43,9 @@ func TestLabSVMRips(t *testing.T) {
 		{"after data", "  vcpu 0: rip=0xffffffff815d1904\n", ""},
 		{"below every symbol", "  vcpu 0: rip=0x100281\n", ""},
 		{"no dump", "--- FAIL: TestX (1.00s)\n", ""},
+		// The daemon's log of a given-up machine (test/e2b/run.sh): the
+		// VMM's log quoted in one line, its newlines escaped.
+		{"in a daemon's log line", `time=2026-12-03T09:20:02.780Z level=WARN msg="restore: the restored guest never served" vmmlog="virtio: ...\n  vcpu 0: rip=0xffffffff815d159c rflags=0x10246 if=1\n"` + "\n", "0xffffffff815d159c __svm_vcpu_run\n"},
 	} {
 		out, ok := run(tc.dump)
 		if out != tc.want || ok != (tc.want != "") {
