@@ -6,6 +6,12 @@
 # (an oops in generic code, a BUG, a panic, a double fault).
 labcrash='Oops:|BUG: |Kernel panic|double fault'
 
+# labgone: what `sandfs lab` says when the lab's QEMU exited before the
+# command reported its status (tools/lab/lab.go): the lab's own kernel
+# reset silently (QEMU runs with -no-reboot) or QEMU died. Not said for
+# a lab ended by its caller or its -timeout (those name the context).
+labgone='sandfs lab: guest exited without reporting a status: qemu exited'
+
 # labreset: what our VMM logs when a nested guest reset itself
 # (KVM_EXIT_SHUTDOWN: a triple fault) and what the daemon reports for
 # such a machine.

@@ -144,6 +144,9 @@ while read -r name dir; do
 				# On the host, a test's output holds the console of the
 				# lab it started (test/makerun): that lab's kernel died.
 				why="$why$t: its lab's kernel crashed: $(echo $crash | cut -c1-200)"$'\n'
+			elif [ "$stage" = host ] && grep -q -F "$labgone" <<< "$sec"; then
+				# ... or reset silently: its QEMU exited under it.
+				why="$why$t: its lab's QEMU exited before the command ended (a silent reset of the lab's kernel)"$'\n'
 			else
 				faulted=0
 			fi

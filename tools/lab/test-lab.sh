@@ -105,7 +105,7 @@ for retry in 1 2; do
 	if grep -a -q -E "$labcrash" "$con"; then
 		echo "test-lab: THE LAB'S OWN KERNEL CRASHED ($con):"
 		grep -a -m 12 -E 'BUG: |Oops:|RIP: |Comm: |double fault' "$con" || true
-	elif grep -q '^sandfs lab: guest exited without reporting a status: qemu exited' "$out"; then
+	elif grep -q "^$labgone" "$out"; then
 		echo "test-lab: THE LAB'S OWN KERNEL RESET SILENTLY (QEMU exited; $con)"
 	elif [ -s "$out.hung" ]; then
 		echo "test-lab: THE LAB HUNG (no output for ${silence}s; $con)"
