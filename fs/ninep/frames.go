@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"time"
 )
 
@@ -191,7 +190,8 @@ func (c *conn) observe(frame []byte) {
 // flushed (flushorder.go). p9 writes a reply as its 7-byte header, then
 // its body and payload, in separate Writes, one reply at a time (its
 // sendMu); replyWriter keeps a reply's bytes until the Write that
-// completes it, and sends the reply in one write. (Passed on as they came,
+// completes it, and sends the reply in one write (two for a payload over
+// replyKeep: the header part, then the payload). (Passed on as they came,
 // each reply was two or three writes, and the VMM's device, reading the
 // other end, woke for each: the header, then the rest.)
 type replyWriter struct {
@@ -202,7 +202,8 @@ type replyWriter struct {
 	tag  uint16 // the current reply's
 }
 
-// replyKeep bounds the buffer a replyWriter keeps between replies.
+// replyKeep bounds the buffer a replyWriter keeps between replies, and
+// the payload it copies to send a reply in one write.
 const replyKeep = 64 << 10
 
 // Write implements io.Writer.
@@ -250,17 +251,20 @@ func (w *replyWriter) header() (done bool, err error) {
 	return false, nil
 }
 
-// send writes the current reply, w.buf then last, with one write (a
-// writev on a connection, else one buffer), and the Rflush replies that
-// waited for it.
+// send writes the current reply, w.buf then last: one write when last
+// is at most replyKeep bytes (copied after w.buf), else w.buf's and
+// last's (a large read's data is not copied again), and the Rflush
+// replies that waited for it. Plain writes, not a writev: the race
+// detector sees a write(2) before the read(2) of its bytes in this
+// process (package syscall's ioSync), not a writev, and tests that
+// wait on a reply over a socket rely on it.
 func (w *replyWriter) send(last []byte) error {
 	var err error
-	if _, ok := w.w.(net.Conn); ok && len(last) > 0 {
-		bufs := net.Buffers{w.buf, last}
-		_, err = bufs.WriteTo(w.w)
-	} else {
+	if len(last) <= replyKeep {
 		w.buf = append(w.buf, last...)
 		_, err = w.w.Write(w.buf)
+	} else if _, err = w.w.Write(w.buf); err == nil {
+		_, err = w.w.Write(last)
 	}
 	if cap(w.buf) > replyKeep {
 		w.buf = nil
