@@ -31,6 +31,15 @@ type sight struct {
 	gen uint64
 }
 
+// fresh reports whether s was seen at the current gen: the upper's
+// names are as they were then.
+func (w *World) fresh(s *sight) bool { return s.gen != 0 && s.gen == w.gen.Load() }
+
+// sameFile reports whether a and b state one file of one type.
+func sameFile(a, b *unix.Stat_t) bool {
+	return a.Mode&unix.S_IFMT == b.Mode&unix.S_IFMT && a.Ino == b.Ino && a.Dev == b.Dev
+}
+
 // Dir is a directory of the union, File any other file but a symbolic
 // link, Link a symbolic link.
 type (
@@ -146,7 +155,7 @@ func (w *World) current(n *node) (loc, error) {
 	switch {
 	case p == "":
 		return w.rootLoc()
-	case s.gen == 0 || s.gen != w.gen.Load():
+	case !w.fresh(s):
 		return w.refresh(n)
 	}
 	root, st := w.lower, &l.ls
@@ -154,8 +163,8 @@ func (w *World) current(n *node) (loc, error) {
 		root, st = w.upper, &l.us
 	}
 	now, err := lstatAt(root, p)
-	if err != nil || now.Mode&unix.S_IFMT != st.Mode&unix.S_IFMT || now.Ino != st.Ino || now.Dev != st.Dev {
-		return w.resolve(p)
+	if err != nil || !sameFile(&now, st) {
+		return w.refresh(n) // kept: its next use states the new file
 	}
 	*st = now
 	return l, nil
@@ -165,7 +174,7 @@ func (w *World) current(n *node) (loc, error) {
 // only on the upper's names (a lookup's layers): what n saw, if the upper
 // has not changed since (no system call), else refresh. Layers held.
 func (w *World) sighted(n *node) (loc, error) {
-	if s := n.seen.Load(); s.gen != 0 && s.gen == w.gen.Load() {
+	if s := n.seen.Load(); w.fresh(s) {
 		return s.l, nil
 	}
 	return w.refresh(n)
@@ -387,7 +396,7 @@ func (f *File) open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) 
 // place from outside from holding the open. Layers held.
 func (w *World) openSeen(n *node, of int) (int, bool) {
 	s, p := n.seen.Load(), n.p()
-	if p == "" || s.gen == 0 || s.gen != w.gen.Load() || !isReg(s.l.st()) {
+	if p == "" || !w.fresh(s) || !isReg(s.l.st()) {
 		return -1, false
 	}
 	fd, err := openAt(w.layerOf(&s.l), p, of|unix.O_NONBLOCK, 0)
@@ -395,7 +404,7 @@ func (w *World) openSeen(n *node, of int) (int, bool) {
 		return -1, false
 	}
 	var st unix.Stat_t
-	if seen := s.l.st(); fstat(fd, &st) != nil || !isReg(&st) || st.Ino != seen.Ino || st.Dev != seen.Dev {
+	if fstat(fd, &st) != nil || !sameFile(&st, s.l.st()) {
 		unix.Close(fd)
 		return -1, false
 	}

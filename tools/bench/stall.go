@@ -13,7 +13,8 @@ import (
 
 // stallAfter is how long a guest measuring for `bench worlds` may print
 // nothing before the run is taken as stalled: its slowest row took 15 s
-// on a quiet lab and about ten times that on one shared by five, so a
+// on a quiet lab (2026-12-03), and a loaded lab's rows ran 5 to 10 times
+// slower than a quiet one's (docs/bench/worlds.md, the 08:31 run), so a
 // guest quiet for longer has stopped (a stall of the nested guest, or a
 // request nobody answers), and the run ends with what was going on, not
 // at the hour's timeout with nothing.

@@ -11,18 +11,20 @@ import (
 // not while they go on, and not after close.
 func TestStallWatch(t *testing.T) {
 	var fired atomic.Int32
-	w := watchStall(300*time.Millisecond, func(time.Duration) { fired.Add(1) })
-	for range 10 {
-		time.Sleep(60 * time.Millisecond)
+	// Margins of seconds, so that a loaded -race run's scheduling
+	// cannot stretch a touch's gap to the watch's time.
+	w := watchStall(2*time.Second, func(time.Duration) { fired.Add(1) })
+	for range 20 {
+		time.Sleep(100 * time.Millisecond)
 		w.touch()
 	}
 	if fired.Load() != 0 {
 		t.Fatal("fired while touched")
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(4 * time.Second)
 	w.close()
 	if fired.Load() != 1 {
-		t.Fatalf("fired %d times after 700 ms untouched; want once", fired.Load())
+		t.Fatalf("fired %d times after 4 s untouched; want once", fired.Load())
 	}
 	w = watchStall(200*time.Millisecond, func(time.Duration) { fired.Add(1) })
 	w.close()
