@@ -51,6 +51,13 @@ func (m *Machine) registerDebug() {
 	}
 }
 
+// StallReport describes where a machine stands, for a caller that has
+// given up waiting on its guest (a lab test): the PICs, the IOAPIC and
+// each vCPU's RIP, LAPIC and events, in the SIGUSR1 dump's form, whose
+// "vcpu N: rip=0x…" lines tools/lab/faults.sh's labsvmrips reads to tell
+// the lab's nested-SVM stall from the guest's own.
+func (m *Machine) StallReport() string { return m.interruptState() }
+
 // interruptState describes the PICs, the IOAPIC and each vCPU's LAPIC.
 // Each vCPU reads its own state on its thread (KVM_RUN holds the vCPU);
 // one that does not answer within a second is reported as such.

@@ -15,10 +15,10 @@ func TestInterruptState(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con.waitFor(t, "tick 2\r\n", bootTimeout)
+	con.waitFor(t, m, "tick 2\r\n", bootTimeout)
 	check := func(when string) {
 		t.Helper()
-		s := m.interruptState()
+		s := m.StallReport()
 		for _, want := range []string{"ioapic: irr=", "pic master: ", "vcpu 0: rip=", "vcpu 1: rip=", "lapic: tpr=", "events: ", "msrs: tsc=0x"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("%s: interrupt state lacks %q:\n%s", when, want, s)
@@ -38,5 +38,5 @@ func TestInterruptState(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := countTicks(con.String())
-	con.waitFor(t, "tick "+itoa(before+1)+"\r\n", bootTimeout) // ticks count from 0
+	con.waitFor(t, m, "tick "+itoa(before+1)+"\r\n", bootTimeout) // ticks count from 0
 }

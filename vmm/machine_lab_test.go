@@ -43,11 +43,7 @@ func TestBootToInit(t *testing.T) {
 	if !strings.Contains(con.String(), "SANDFS-GUEST-INIT cpus=2") {
 		t.Errorf("guest does not see 2 CPUs:\n%s", tail(con.String(), 2000))
 	}
-	select {
-	case <-m.Done():
-	case <-time.After(bootTimeout):
-		t.Fatalf("guest reboot did not end the machine")
-	}
+	con.waitDone(t, m, bootTimeout, "guest reboot did not end the machine")
 	if r, err := m.Wait(); r != ExitReset || err != nil {
 		t.Errorf("Wait = %v, %v; want reset, nil", r, err)
 	}
@@ -59,7 +55,7 @@ func TestPauseResume(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con.waitFor(t, "tick 3\r\n", bootTimeout)
+	con.waitFor(t, m, "tick 3\r\n", bootTimeout)
 	if err := m.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +82,7 @@ func TestSaveRestore(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con.waitFor(t, "tick 3\r\n", bootTimeout)
+	con.waitFor(t, m, "tick 3\r\n", bootTimeout)
 	if err := m.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +120,7 @@ func TestSaveRestore(t *testing.T) {
 	}
 	t.Logf("restore to running took %v", time.Since(start))
 	want := "tick " + itoa(ticks+2) + "\r\n"
-	con2.waitFor(t, want, 30*time.Second)
+	con2.waitFor(t, m2, want, 30*time.Second)
 	if strings.Contains(con2.String(), "SANDFS-GUEST-INIT") || strings.Contains(con2.String(), "tick 0\r\n") {
 		t.Errorf("restored guest rebooted instead of continuing:\n%s", tail(con2.String(), 1000))
 	}
@@ -162,11 +158,7 @@ func TestBootLog(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-m.Done():
-	case <-time.After(3 * bootTimeout):
-		t.Fatalf("no reboot; console:\n%s", tail(con.String(), 3000))
-	}
+	con.waitDone(t, m, 3*bootTimeout, "no reboot")
 	out := con.String()
 	for _, want := range []string{
 		"Hypervisor detected: KVM", "clocksource: Switched to clocksource kvm-clock",

@@ -1,7 +1,6 @@
 package vmm
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -23,8 +22,9 @@ func TestMain(m *testing.M) {
 // console is the guest's serial output, goroutine-safe (syncbuf).
 type console struct{ syncbuf.Buffer }
 
-// waitFor polls the console until it contains s.
-func (c *console) waitFor(t *testing.T, s string, d time.Duration) {
+// waitFor polls the console of m until it contains s; on timeout it fails
+// with where m's vCPUs stand (stallReport).
+func (c *console) waitFor(t *testing.T, m *Machine, s string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -33,7 +33,17 @@ func (c *console) waitFor(t *testing.T, s string, d time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("console has no %q after %v; console:\n%s", s, d, tail(c.String(), 3000))
+	t.Fatalf("console has no %q after %v; vCPUs:\n%s\nconsole:\n%s", s, d, stallReport(m), tail(c.String(), 3000))
+}
+
+// waitDone waits d for m to end; on timeout it fails as waitFor does.
+func (c *console) waitDone(t *testing.T, m *Machine, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-m.Done():
+	case <-time.After(d):
+		t.Fatalf("%s after %v; vCPUs:\n%s\nconsole:\n%s", what, d, stallReport(m), tail(c.String(), 3000))
+	}
 }
 
 func tail(s string, n int) string {
@@ -46,7 +56,7 @@ func tail(s string, n int) string {
 func countTicks(s string) int { return strings.Count(s, "tick ") }
 
 // waitBoot waits for s on the console of a booting machine; on timeout it
-// fails with where the vCPUs are (vcpuTrace), since a guest booted with
+// fails with where the vCPUs are (stallReport), since a guest booted with
 // "quiet" prints nothing before s.
 func (c *console) waitBoot(t *testing.T, m *Machine, s string) {
 	t.Helper()
@@ -56,33 +66,20 @@ func (c *console) waitBoot(t *testing.T, m *Machine, s string) {
 			t.Fatalf("machine ended (%v, %v) before %q on the console; console:\n%s", r, err, s, tail(c.String(), 3000))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("console has no %q after %v; vCPUs: %s; console:\n%s", s, bootTimeout, vcpuTrace(m), tail(c.String(), 3000))
+			t.Fatalf("console has no %q after %v; vCPUs:\n%s\nconsole:\n%s", s, bootTimeout, stallReport(m), tail(c.String(), 3000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// vcpuTrace samples each vCPU's RIP and MP state five times, 200 ms apart
-// (resolve RIPs with the kernel build's System.map: the guest kernel has
-// no KASLR).
-func vcpuTrace(m *Machine) string {
-	var b strings.Builder
-	for range 5 {
-		if err := m.Pause(); err != nil {
-			return b.String() + "pause: " + err.Error()
-		}
-		st, err := m.Save()
-		if err != nil {
-			m.Resume()
-			return b.String() + "save: " + err.Error()
-		}
-		for _, v := range st.VCPUs {
-			fmt.Fprintf(&b, "[cpu%d rip=%#x rsp=%#x rflags=%#x mp=%d] ", v.ID, v.Regs.RIP, v.Regs.RSP, v.Regs.RFLAGS, v.MPState)
-		}
-		if err := m.Resume(); err != nil {
-			return b.String() + "resume: " + err.Error()
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return b.String()
+// stallReport says where the vCPUs of a machine a test gave up on stand:
+// its StallReport twice, a second apart (a RIP that moves and exits that
+// grow: a guest still running). tools/lab/run-tests.sh reads the vCPU
+// RIPs for the lab's own nested-SVM stall and runs such a test again;
+// resolve the others with the kernel build's System.map (the guest
+// kernel has no KASLR).
+func stallReport(m *Machine) string {
+	first := m.StallReport()
+	time.Sleep(time.Second)
+	return first + "a second later:\n" + m.StallReport()
 }

@@ -48,7 +48,9 @@ func need(t *testing.T, ok bool, why string) {
 // console is the guest's serial output, goroutine-safe (syncbuf).
 type console struct{ syncbuf.Buffer }
 
-func (c *console) waitFor(t *testing.T, s string, d time.Duration) {
+// waitFor polls the console of m until it contains s; on timeout it fails
+// with where m's vCPUs stand.
+func (c *console) waitFor(t *testing.T, m *vmm.Machine, s string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !strings.Contains(c.String(), s) {
@@ -57,7 +59,9 @@ func (c *console) waitFor(t *testing.T, s string, d time.Duration) {
 			if len(out) > 4000 {
 				out = out[len(out)-4000:]
 			}
-			t.Fatalf("no %q on the console within %v:\n%s", s, d, out)
+			// The vCPUs' RIPs: run-tests.sh reruns a test whose guest a
+			// vCPU left in the lab kernel's SVM code (the lab's stall).
+			t.Fatalf("no %q on the console within %v; vCPUs:\n%s\nconsole:\n%s", s, d, m.StallReport(), out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -208,11 +212,11 @@ func TestDevicesInGuest(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con.waitFor(t, "VTEST start", 90*time.Second)
+	con.waitFor(t, m, "VTEST start", 90*time.Second)
 	t.Logf("guest init after %v", time.Since(start))
 
 	// host → guest vsock: 10 MB through the guest's echo server.
-	con.waitFor(t, "VTEST vsock-listening", 60*time.Second)
+	con.waitFor(t, m, "VTEST vsock-listening", 60*time.Second)
 	h2g := time.Now()
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	hc, err := hybrid.Dial(dctx, uds, guestListenPort)
@@ -236,7 +240,7 @@ func TestDevicesInGuest(t *testing.T) {
 	}
 	t.Logf("vsock host→guest: %d bytes echoed intact in %v (sha256 %x)", len(back), time.Since(h2g), sha256.Sum256(back))
 
-	con.waitFor(t, "VTEST DONE", 4*time.Minute)
+	con.waitFor(t, m, "VTEST DONE", 4*time.Minute)
 	out := con.String()
 	for _, check := range []string{"rng", "blk", "net-tx", "net-rx", "vsock-h2g", "vsock-g2h"} {
 		re := regexp.MustCompile(`VTEST ` + check + ` (OK|FAIL)[^\n]*`)

@@ -266,7 +266,7 @@ func TestSaveRestore(t *testing.T) {
 	if err := a.m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a.con.waitFor(t, "VTEST ready", 90*time.Second)
+	a.con.waitFor(t, a.m, "VTEST ready", 90*time.Second)
 	exercise("a1", "tok-a1=a1")
 
 	if err := a.m.Pause(); err != nil {
