@@ -20,11 +20,12 @@
 // meta (little-endian):
 //
 //	 0  magic     "SANDSNAP"
-//	 8  version   u32 (Version)
+//	 8  version   u32 (Version: 2; Open reads 1 too)
 //	12  pagesize  u32 (PageSize)
 //	16  membytes  u64   guest RAM size
 //	24  databytes u64   size of mem
-//	32  datasum   u32   CRC-32C of the runs' data, in run order
+//	32  datasum   u32   CRC of the runs' data, in run order: CRC-32
+//	                    (IEEE) from version 2, CRC-32C in version 1
 //	36  nruns     u32
 //	40  statelen  u32
 //	44  idlen     u16

@@ -87,7 +87,7 @@ func Verify(s *Snapshot) error {
 		return fmt.Errorf("verify snapshot %s: %w", msg.Cite(s.Dir), err)
 	}
 	defer f.Close()
-	crc := crc32.New(castagnoli)
+	crc := crc32.New(dataTable(s.Version))
 	for _, r := range s.Runs {
 		if _, err := io.Copy(crc, io.NewSectionReader(f, int64(r.Offset), int64(r.Count*PageSize))); err != nil {
 			return fmt.Errorf("verify snapshot %s: %w", msg.Cite(s.Dir), err)

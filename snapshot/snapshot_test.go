@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,16 +149,18 @@ func TestCorruption(t *testing.T) {
 		f    func(b []byte) []byte
 		want error
 	}{
-		"meta byte flipped":    {MetaFile, func(b []byte) []byte { b[100] ^= 1; return b }, ErrCorrupt},
-		"meta truncated":       {MetaFile, func(b []byte) []byte { return b[:len(b)-7] }, ErrCorrupt},
-		"meta empty":           {MetaFile, func(b []byte) []byte { return nil }, ErrCorrupt},
-		"bad magic":            {MetaFile, func(b []byte) []byte { b[0] = 'X'; return b }, ErrCorrupt},
-		"mem truncated":        {MemFile, func(b []byte) []byte { return b[:len(b)-PageSize] }, ErrCorrupt},
-		"mem byte flipped":     {MemFile, func(b []byte) []byte { b[PageSize+3] ^= 0x40; return b }, ErrCorrupt},
-		"version 2":            {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 2); return resum(b) }, ErrVersion},
-		"runs overlap":         {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint64(b[80+5+runSize:], 0); return resum(b) }, ErrCorrupt},
-		"run beyond memory":    {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint64(b[80+5:], 1<<40); return resum(b) }, ErrCorrupt},
-		"state length too big": {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[40:], 1<<30); return resum(b) }, ErrCorrupt},
+		"meta byte flipped":     {MetaFile, func(b []byte) []byte { b[100] ^= 1; return b }, ErrCorrupt},
+		"meta truncated":        {MetaFile, func(b []byte) []byte { return b[:len(b)-7] }, ErrCorrupt},
+		"meta empty":            {MetaFile, func(b []byte) []byte { return nil }, ErrCorrupt},
+		"bad magic":             {MetaFile, func(b []byte) []byte { b[0] = 'X'; return b }, ErrCorrupt},
+		"mem truncated":         {MemFile, func(b []byte) []byte { return b[:len(b)-PageSize] }, ErrCorrupt},
+		"mem byte flipped":      {MemFile, func(b []byte) []byte { b[PageSize+3] ^= 0x40; return b }, ErrCorrupt},
+		"version 3":             {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 3); return resum(b) }, ErrVersion},
+		"version 0":             {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 0); return resum(b) }, ErrVersion},
+		"version 1, CRC-32 sum": {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 1); return resum(b) }, ErrCorrupt},
+		"runs overlap":          {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint64(b[80+5+runSize:], 0); return resum(b) }, ErrCorrupt},
+		"run beyond memory":     {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint64(b[80+5:], 1<<40); return resum(b) }, ErrCorrupt},
+		"state length too big":  {MetaFile, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[40:], 1<<30); return resum(b) }, ErrCorrupt},
 	}
 	for name, d := range damage {
 		t.Run(name, func(t *testing.T) {
@@ -190,6 +193,74 @@ func TestCorruption(t *testing.T) {
 				t.Errorf("Open+Verify = %v; want %v", err, d.want)
 			}
 		})
+	}
+}
+
+// TestReadsVersion1: a snapshot written in format version 1 (its data
+// summed with CRC-32C) opens, verifies, and is the parent of a delta
+// written now (version 2, CRC-32), which restores over it.
+func TestReadsVersion1(t *testing.T) {
+	store := t.TempDir()
+	dir := filepath.Join(store, "old")
+	mem := ram(set(1, 2, 3, 10), 7)
+	if _, err := Write(dir, mem, set(1, 2, 3, 10), nil, []byte("state")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, MemFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crc := uint32(0)
+	for _, r := range s.Runs {
+		crc = crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), data[r.Offset:r.Offset+r.Count*PageSize])
+	}
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(b[8:], 1)
+	binary.LittleEndian.PutUint32(b[32:], crc)
+	if err := os.WriteFile(filepath.Join(dir, MetaFile), resum(b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Version != 1 {
+		t.Fatalf("Version = %d; want 1", old.Version)
+	}
+	if err := Verify(old); err != nil {
+		t.Fatalf("Verify of a version 1 snapshot: %v", err)
+	}
+	mem[2*PageSize] = 0xee
+	d, err := Write(filepath.Join(store, "new"), mem, set(2), old, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Version != Version {
+		t.Fatalf("Write wrote version %d; want %d", d.Version, Version)
+	}
+	chain, err := Chain(d.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range chain {
+		if err := Verify(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mp, err := Map(chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mp.Unmap()
+	if !bytes.Equal(mp.Mem, mem) {
+		t.Errorf("the chain of a version 1 full and a version 2 delta maps other memory than was written")
 	}
 }
 

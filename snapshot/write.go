@@ -30,8 +30,6 @@ const (
 	tmpMark  = ".tmp-"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Write writes a snapshot at dir, atomically (see the package doc): the
 // pages of mem (guest RAM, MemBytes long) in pages, and state. With a nil
 // parent it is a full snapshot and pages must hold every page that has
@@ -40,7 +38,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func Write(dir string, mem []byte, pages Pages, parent *Snapshot, state []byte) (*Snapshot, error) {
 	dir = filepath.Clean(dir)
 	store, id := filepath.Dir(dir), filepath.Base(dir)
-	m := &Meta{ID: id, MemBytes: uint64(len(mem)), State: state, Runs: pages.Runs(0)}
+	m := &Meta{ID: id, MemBytes: uint64(len(mem)), State: state, Runs: pages.Runs(0), Version: Version}
 	if parent != nil {
 		if filepath.Dir(filepath.Clean(parent.Dir)) != store {
 			return nil, msg.Errorf(syscall.EINVAL, "snapshot %s: parent %s is in another directory", msg.Cite(dir), msg.Cite(parent.Dir))
@@ -158,10 +156,10 @@ func startWriteback(f *os.File) {
 const maxIov = 1024
 
 // writeRuns writes each run's pages of mem at its offset in f and returns
-// the CRC-32C of the data in run order. Runs whose data follow each other
-// in f (all of a delta's; a full snapshot's adjacent ones) go out in one
-// pwritev: a delta of a few hundred runs is a few system calls, not one
-// per run. (Computing the CRC in another goroutine while writing was
+// the CRC of the data in run order (Version's: dataTable). Runs whose
+// data follow each other in f (all of a delta's; a full snapshot's
+// adjacent ones) go out in one pwritev: a delta of a few hundred runs is
+// a few system calls, not one per run. (Computing the CRC in another goroutine while writing was
 // tried and was not faster in the lab: docs/snapshots.md.)
 func writeRuns(f *os.File, runs []Run, mem []byte) (uint32, error) {
 	crc := uint32(0)
@@ -173,7 +171,7 @@ func writeRuns(f *os.File, runs []Run, mem []byte) (uint32, error) {
 		for ; i < len(runs) && runs[i].Offset == end && len(iov) < maxIov; i++ {
 			r := runs[i]
 			b := mem[r.Page*PageSize : (r.Page+r.Count)*PageSize]
-			crc = crc32.Update(crc, castagnoli, b)
+			crc = crc32.Update(crc, ieee, b)
 			iov = append(iov, b)
 			end += uint64(len(b))
 		}

@@ -90,10 +90,16 @@ time=x level=INFO msg="vmm: control" err="x"
 time=x level=INFO msg="vmm: snapshot" dir=/b pages=4 phases="save-state=3.00ms write=4.00ms"
 time=x level=INFO msg="vmm: other" phases="nope"
 `
-	if got, want := lastPhases(log), "save-state=3.00ms write=4.00ms"; got != want {
+	if got, want := lastPhases(log, "/b"), "save-state=3.00ms write=4.00ms"; got != want {
 		t.Errorf("lastPhases = %q, want %q", got, want)
 	}
-	if got := lastPhases(`msg="vmm: control"`); got != "" {
+	if got, want := lastPhases(log, "/a"), "save-state=1.00ms collect=2.00ms"; got != want {
+		t.Errorf("lastPhases of /a = %q, want %q", got, want)
+	}
+	if got := lastPhases(log, "/c"); got != "" {
+		t.Errorf("lastPhases of a snapshot not logged yet = %q", got)
+	}
+	if got := lastPhases(`msg="vmm: control"`, "/a"); got != "" {
 		t.Errorf("lastPhases of a log without a snapshot = %q", got)
 	}
 }

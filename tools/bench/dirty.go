@@ -59,11 +59,11 @@ func (r *run) benchDirty(ctx context.Context, t *template, sizes []int) ([]dirty
 			return nil, fmt.Errorf("snapshot %d over %s: %w", i, parent, err)
 		}
 		res.verb = since(vs)
-		res.phases = s.snapshotPhases()
 		if err := s.p.Resume(ctx); err != nil {
 			return nil, err
 		}
 		res.snap = since(start)
+		res.phases = s.snapshotPhases(dir)
 		sn, err := snapshot.Open(dir)
 		if err != nil {
 			return nil, err

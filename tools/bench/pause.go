@@ -166,7 +166,7 @@ func (r *run) stopToDisk(ctx context.Context, t *template, s *sandbox, parent st
 	d := since(start)
 	<-s.p.Done()
 	split := fmt.Sprintf("pause %s, snapshot verb %s, syncdisks %s, SIGKILL sent (not counted: reaped %s later); in the verb: %s",
-		ms(span(start, ps)), ms(span(ps, ss)), ms(span(ss, sd)), ms(since(sd)), s.snapshotPhases())
+		ms(span(start, ps)), ms(span(ps, ss)), ms(span(ss, sd)), ms(since(sd)), s.snapshotPhases(dir))
 	sn, err := snapshot.Open(dir)
 	if err != nil {
 		return 0, 0, "", "", err
