@@ -245,23 +245,30 @@ func TestReadsVersion1(t *testing.T) {
 	if d.Version != Version {
 		t.Fatalf("Write wrote version %d; want %d", d.Version, Version)
 	}
-	chain, err := Chain(d.Dir)
+	if !bytes.Equal(verifiedChain(t, d.Dir), mem) {
+		t.Errorf("the chain of a version 1 full and a version 2 delta maps other memory than was written")
+	}
+}
+
+// verifiedChain opens the chain ending at dir, verifies each snapshot's
+// data and returns the chain's memory, mapped until the test ends.
+func verifiedChain(t *testing.T, dir string) []byte {
+	t.Helper()
+	chain, err := Chain(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range chain {
 		if err := Verify(s); err != nil {
-			t.Fatal(err)
+			t.Fatalf("Verify(%s): %v", s.ID, err)
 		}
 	}
 	mp, err := Map(chain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mp.Unmap()
-	if !bytes.Equal(mp.Mem, mem) {
-		t.Errorf("the chain of a version 1 full and a version 2 delta maps other memory than was written")
-	}
+	t.Cleanup(func() { mp.Unmap() })
+	return mp.Mem
 }
 
 // resum rewrites a meta file's trailer after an edit, so only the edited

@@ -48,23 +48,10 @@ func TestWriteManyRuns(t *testing.T) {
 	if len(d.Runs) <= maxIov {
 		t.Fatalf("the delta has %d runs; the test needs more than %d", len(d.Runs), maxIov)
 	}
-	for _, s := range []*Snapshot{base, d} {
-		if err := Verify(s); err != nil {
-			t.Errorf("Verify(%s): %v", s.ID, err)
-		}
-	}
-	chain, err := Chain(d.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp, err := Map(chain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mp.Unmap()
-	if !bytes.Equal(mp.Mem, mem) {
+	got := verifiedChain(t, d.Dir)
+	if !bytes.Equal(got, mem) {
 		for p := uint64(0); p < pages; p++ {
-			if !bytes.Equal(mp.Mem[p*PageSize:(p+1)*PageSize], mem[p*PageSize:(p+1)*PageSize]) {
+			if !bytes.Equal(got[p*PageSize:(p+1)*PageSize], mem[p*PageSize:(p+1)*PageSize]) {
 				t.Fatalf("page %d of the mapped chain differs from the RAM", p)
 			}
 		}
