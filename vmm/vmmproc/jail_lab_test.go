@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"sandfs/ctl"
 	"sandfs/test/testenv"
+	"sandfs/vmm/virtio"
 	"sandfs/vmm/virtio/vsock/hybrid"
 	"sandfs/vmm/vmmproc"
 )
@@ -135,6 +137,30 @@ func TestJailedVMMAttacks(t *testing.T) {
 	if err := attacker.Err(); err != nil {
 		t.Errorf("the attacker's VMM died: %v", err)
 	}
+}
+
+// agentUp waits for the agent of m's guest (run directory dir); if it
+// never answers, the test fails with m's VMM's state dump from its log:
+// a vCPU RIP in the lab kernel's SVM code there makes
+// tools/lab/run-tests.sh run the test again (faults.sh's labsvmrips).
+// The test sets virtio.DebugEnv before m starts, so that its VMM dumps
+// on SIGUSR1 (ci19's TestJailedSnapshotChain waited 2 minutes for a cold
+// boot's agent and left nothing to read); TestJailedVMMAttacks cannot:
+// its VMMs' environment must be empty.
+func agentUp(ctx context.Context, t *testing.T, m ctl.Machine, dir, what string) {
+	t.Helper()
+	err := waitAgent(ctx, dir)
+	if err == nil {
+		return
+	}
+	if p, ok := m.(ctl.Pider); ok && os.Getenv(virtio.DebugEnv) != "" {
+		syscall.Kill(p.Pid(), syscall.SIGUSR1) // without it, SIGUSR1 ends the VMM
+	}
+	l := vmmproc.WaitLog(filepath.Join(dir, "vmm.log"), "virtio debug dump", "interrupts:")
+	if i := strings.LastIndex(l, "virtio debug dump"); i >= 0 {
+		l = l[i:]
+	}
+	t.Fatalf("%s does not answer: %v; its VMM's dump:\n%s", what, err, l)
 }
 
 // waitAgent retries the hybrid-vsock handshake to the guest agent of the

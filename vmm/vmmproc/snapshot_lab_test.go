@@ -12,6 +12,7 @@ import (
 	"sandfs/snapshot"
 	"sandfs/test/testenv"
 	"sandfs/vmm"
+	"sandfs/vmm/virtio"
 	"sandfs/vmm/vmmproc"
 )
 
@@ -48,7 +49,7 @@ func TestJailedSnapshotChain(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // two boots' worth, nested under a loaded lab
 	defer cancel()
-	agent := func() error { return waitAgent(ctx, s.Dir) }
+	t.Setenv(virtio.DebugEnv, "1") // agentUp's dump
 	status := func(p *vmmproc.Process, state string) {
 		t.Helper()
 		st, err := p.Status(ctx)
@@ -66,9 +67,7 @@ func TestJailedSnapshotChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Stop(context.Background())
-	if err := agent(); err != nil {
-		t.Fatalf("the agent does not answer: %v", err)
-	}
+	agentUp(ctx, t, m, s.Dir, "the booted guest's agent")
 	p := vmmproc.Attach(t, filepath.Join(s.Dir, "vmm.sock"))
 	status(p, "running")
 	store := filepath.Join(s.Dir, "work", "snapshots")
@@ -83,9 +82,7 @@ func TestJailedSnapshotChain(t *testing.T) {
 	if err := m.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := agent(); err != nil { // the guest does some work
-		t.Fatalf("the agent does not answer after the snapshot: %v", err)
-	}
+	agentUp(ctx, t, m, s.Dir, "the agent, after the snapshot,") // the guest does some work
 	if err := m.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +124,7 @@ func TestJailedSnapshotChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m2.Stop(context.Background())
-	if err := agent(); err != nil {
-		t.Fatalf("the restored agent does not answer: %v", err)
-	}
+	agentUp(ctx, t, m2, s.Dir, "the restored agent")
 	status(vmmproc.Attach(t, filepath.Join(s.Dir, "vmm.sock")), "running")
 	if err := m2.Stop(ctx); err != nil {
 		t.Fatal(err)
