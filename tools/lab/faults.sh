@@ -17,9 +17,11 @@ labgone='sandfs lab: guest exited without reporting a status: qemu exited'
 # such a machine.
 labreset='triple fault, the guest resets|machine has ended \(reset\)|guest shut down \(reset\)'
 
-# labsvmrips: reads VMM dumps (vmm/irqdebug.go, "vcpu N: rip=0x...") on
-# stdin and prints "<rip> <symbol>" for each vCPU RIP that lies in SVM
-# code of the running kernel; it succeeds if there is one. Sandbox guests
+# labsvmrips: reads VMM dumps (vmm/irqdebug.go, "vcpu N: rip=0x...") and
+# the VMM's log lines of a pause (vmm/vcpu.go, "vcpu=N rip=0x...", which
+# vmmproc's lab tests print when a console wait gives up) on stdin and
+# prints "<rip> <symbol>" for each vCPU RIP that lies in SVM code of the
+# running kernel; it succeeds if there is one. Sandbox guests
 # are never offered SVM (vmm/cpuid.go) and run the same kernel image as
 # the lab, so such a RIP is not the guest's: it is the lab kernel's own
 # VMRUN path, its state leaked into the nested guest by QEMU's emulation
@@ -28,7 +30,7 @@ labreset='triple fault, the guest resets|machine has ended \(reset\)|guest shut 
 # file in its format, for tools/lab's TestLabSVMRips).
 labsvmrips() {
 	local rips syms=${LAB_KALLSYMS:-/proc/kallsyms}
-	rips=$(grep -o -E 'vcpu [0-9]+: rip=0x[0-9a-f]+' | sed 's/.*rip=0x//' | sort -u)
+	rips=$(grep -o -E 'vcpu( [0-9]+:|=[0-9]+) rip=0x[0-9a-f]+' | sed 's/.*rip=0x//' | sort -u)
 	[ -n "$rips" ] && [ -r "$syms" ] || return 1
 	# Kernel addresses are 16 hex digits: sorted as text, the RIPs fall
 	# after the symbol that holds them.

@@ -45,6 +45,10 @@ func TestLabSVMRips(t *testing.T) {
 		{"no dump", "--- FAIL: TestX (1.00s)\n", ""},
 		// The daemon's log of a given-up machine (test/e2b/run.sh): the
 		// VMM's log quoted in one line, its newlines escaped.
+		// A paused VMM's log line (vmmproc's waitConsole pauses a
+		// machine whose console it gave up on).
+		{"a pause's log line", `time=2026-12-03T12:40:01.000Z level=INFO msg="vcpu: paused" vcpu=1 rip=0xffffffff815d1720 rflags=0x46 exits=812` + "\n", "0xffffffff815d1720 svm_vcpu_enter_exit\n"},
+		{"a pause's log line, in the guest", `msg="vcpu: paused" vcpu=0 rip=0xffffffff815d1804 rflags=0x246 exits=9` + "\n", ""},
 		{"in a daemon's log line", `time=2026-12-03T09:20:02.780Z level=WARN msg="restore: the restored guest never served" vmmlog="virtio: ...\n  vcpu 0: rip=0xffffffff815d159c rflags=0x10246 if=1\n"` + "\n", "0xffffffff815d159c __svm_vcpu_run\n"},
 	} {
 		out, ok := run(tc.dump)
