@@ -159,8 +159,9 @@ const maxIov = 1024
 // the CRC of the data in run order (Version's: dataTable). Runs whose
 // data follow each other in f (all of a delta's; a full snapshot's
 // adjacent ones) go out in one pwritev: a delta of a few hundred runs is
-// a few system calls, not one per run. (Computing the CRC in another goroutine while writing was
-// tried and was not faster in the lab: docs/snapshots.md.)
+// a few system calls, not one per run. (Computing the CRC in another
+// goroutine while writing was tried and was not faster in the lab:
+// docs/snapshots.md.)
 func writeRuns(f *os.File, runs []Run, mem []byte) (uint32, error) {
 	crc := uint32(0)
 	fd := int(f.Fd())
