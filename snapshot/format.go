@@ -63,7 +63,7 @@ type Meta struct {
 // from version 2, which Go computes with carry-less multiplication
 // (PCLMULQDQ): 2.2 times CRC-32C's speed on this project's hosts and 2.4
 // times in the lab, whose emulation of the CRC32 instruction is slow
-// (docs/snapshots.md, "Where a snapshot's time goes").
+// (docs/snapshots.md, "The data's checksum").
 var (
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
 	ieee       = crc32.IEEETable
