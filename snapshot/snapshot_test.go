@@ -216,7 +216,7 @@ func TestReadsVersion1(t *testing.T) {
 	}
 	crc := uint32(0)
 	for _, r := range s.Runs {
-		crc = crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), data[r.Offset:r.Offset+r.Count*PageSize])
+		crc = crc32.Update(crc, castagnoli, data[r.Offset:r.Offset+r.Count*PageSize])
 	}
 	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
 	if err != nil {

@@ -38,7 +38,7 @@ func TestBootToInit(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con.waitBoot(t, m, "SANDFS-GUEST-INIT")
+	con.waitFor(t, m, "SANDFS-GUEST-INIT", bootTimeout)
 	t.Logf("init after %v", time.Since(start))
 	if !strings.Contains(con.String(), "SANDFS-GUEST-INIT cpus=2") {
 		t.Errorf("guest does not see 2 CPUs:\n%s", tail(con.String(), 2000))

@@ -22,18 +22,21 @@ func TestMain(m *testing.M) {
 // console is the guest's serial output, goroutine-safe (syncbuf).
 type console struct{ syncbuf.Buffer }
 
-// waitFor polls the console of m until it contains s; on timeout it fails
-// with where m's vCPUs stand (stallReport).
+// waitFor polls the console of m until it contains s; it fails at once
+// if m ends first, and after d with where m's vCPUs stand (stallReport:
+// a guest booted with "quiet" prints nothing before s).
 func (c *console) waitFor(t *testing.T, m *Machine, s string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if strings.Contains(c.String(), s) {
-			return
+	for !strings.Contains(c.String(), s) {
+		if r, err := m.Exit(); r != ExitRunning {
+			t.Fatalf("machine ended (%v, %v) before %q on the console; console:\n%s", r, err, s, tail(c.String(), 3000))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("console has no %q after %v; vCPUs:\n%s\nconsole:\n%s", s, d, stallReport(m), tail(c.String(), 3000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("console has no %q after %v; vCPUs:\n%s\nconsole:\n%s", s, d, stallReport(m), tail(c.String(), 3000))
 }
 
 // waitDone waits d for m to end; on timeout it fails as waitFor does.
@@ -54,23 +57,6 @@ func tail(s string, n int) string {
 }
 
 func countTicks(s string) int { return strings.Count(s, "tick ") }
-
-// waitBoot waits for s on the console of a booting machine; on timeout it
-// fails with where the vCPUs are (stallReport), since a guest booted with
-// "quiet" prints nothing before s.
-func (c *console) waitBoot(t *testing.T, m *Machine, s string) {
-	t.Helper()
-	deadline := time.Now().Add(bootTimeout)
-	for !strings.Contains(c.String(), s) {
-		if r, err := m.Exit(); r != ExitRunning {
-			t.Fatalf("machine ended (%v, %v) before %q on the console; console:\n%s", r, err, s, tail(c.String(), 3000))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("console has no %q after %v; vCPUs:\n%s\nconsole:\n%s", s, bootTimeout, stallReport(m), tail(c.String(), 3000))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // stallReport says where the vCPUs of a machine a test gave up on stand:
 // its StallReport twice, a second apart (a RIP that moves and exits that

@@ -47,7 +47,7 @@ func newDirtyGuest(t *testing.T, mem uint64, tracking, snap string) *dirtyGuest 
 		if err := m.Start(); err != nil {
 			t.Fatal(err)
 		}
-		g.con.waitBoot(t, m, "DIRTY-READY")
+		g.con.waitFor(t, m, "DIRTY-READY", bootTimeout)
 	}
 	return g
 }

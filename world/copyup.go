@@ -46,10 +46,10 @@ func (w *World) copyUp(path string, data bool) error {
 		}
 		done := make(chan struct{})
 		w.inflight[path] = done
-		seen := w.gen.Load()
+		seen := &sight{l: l, gen: w.gen.Load()}
 		w.mu.Unlock()
 
-		err = w.copyFile(path, &l.ls, data, seen)
+		err = w.copyFile(path, seen, data)
 		w.mu.Lock()
 		delete(w.inflight, path)
 		close(done)
@@ -145,10 +145,11 @@ func (w *World) copiedUp(path string, st *unix.Stat_t) error {
 	})
 }
 
-// copyFile streams the lower's regular file path into an unnamed upper
-// file, then (under mu, if path is still the lower's file) links it in.
-// path was the lower's file st when the upper's names were at gen seen.
-func (w *World) copyFile(path string, st *unix.Stat_t, data bool, seen uint64) error {
+// copyFile streams the lower's regular file path, seen as s (a lower
+// file), into an unnamed upper file, then (under mu, if path is still
+// that file) links it in.
+func (w *World) copyFile(path string, s *sight, data bool) error {
+	st := &s.l.ls
 	dir, name := split(path)
 	tmp, err := openAt(w.upper, dir, unix.O_TMPFILE|unix.O_RDWR, 0o600)
 	if err != nil {
@@ -169,8 +170,16 @@ func (w *World) copyFile(path string, st *unix.Stat_t, data bool, seen uint64) e
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if done, err := w.stillLower(path, st, seen); done || err != nil {
-		return err
+	if _, ok := w.restat(path, s); !ok {
+		l, err := w.resolve(path)
+		switch {
+		case err != nil:
+			return err
+		case l.up:
+			return nil // made meanwhile (a create over a whiteout): that one wins
+		case !sameFile(&l.ls, st):
+			return syscall.EAGAIN // the lower's file was replaced meanwhile
+		}
 	}
 	w.changed()
 	err = withAt(w.upper, dir, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
@@ -183,33 +192,6 @@ func (w *World) copyFile(path string, st *unix.Stat_t, data bool, seen uint64) e
 		return err
 	}
 	return w.meta.setBase(path, identOf(st))
-}
-
-// stillLower says whether path, which was the lower's file st at gen
-// seen, is it still: done (no error) where a copy was made meanwhile (a
-// create over a whiteout: that one wins), EAGAIN where the lower's file
-// was replaced. With the upper's names unchanged since (the gen), only
-// the lower's entry can differ (changed from outside the world), and
-// only it is stated; else path is resolved again. Called with mu held.
-func (w *World) stillLower(path string, st *unix.Stat_t, seen uint64) (done bool, err error) {
-	var ls unix.Stat_t
-	if w.gen.Load() == seen {
-		ls, err = lstatAt(w.lower, path)
-	} else {
-		var l loc
-		l, err = w.resolve(path)
-		if l.up && err == nil {
-			return true, nil
-		}
-		ls = l.ls
-	}
-	switch {
-	case err != nil:
-		return false, err
-	case !sameFile(&ls, st):
-		return false, syscall.EAGAIN
-	}
-	return false, nil
 }
 
 // copyData copies the lower's path (of size bytes) into dst.

@@ -150,24 +150,35 @@ func (n *node) Stat(context.Context) (sfs.Attr, error) {
 // longer the file its layer had (a lower changed from outside), the path
 // is resolved again.
 func (w *World) current(n *node) (loc, error) {
-	s := n.seen.Load()
-	p, l := n.p(), s.l
-	switch {
-	case p == "":
+	p := n.p()
+	if p == "" {
 		return w.rootLoc()
-	case !w.fresh(s):
-		return w.refresh(n)
 	}
+	if l, ok := w.restat(p, n.seen.Load()); ok {
+		return l, nil
+	}
+	return w.refresh(n) // kept: its next use states the new file
+}
+
+// restat is what path, seen as s, is now, if the upper's names are as
+// they were then (World.gen) and its entry in the layer it showed from
+// is still the file seen (one openat2, fstat and close); ok false means
+// path must be resolved again. Layers held.
+func (w *World) restat(path string, s *sight) (l loc, ok bool) {
+	if !w.fresh(s) {
+		return loc{}, false
+	}
+	l = s.l
 	root, st := w.lower, &l.ls
 	if l.up {
 		root, st = w.upper, &l.us
 	}
-	now, err := lstatAt(root, p)
+	now, err := lstatAt(root, path)
 	if err != nil || !sameFile(&now, st) {
-		return w.refresh(n) // kept: its next use states the new file
+		return loc{}, false
 	}
 	*st = now
-	return l, nil
+	return l, true
 }
 
 // sighted is what n's path is at the current World.gen, for what depends

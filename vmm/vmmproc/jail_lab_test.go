@@ -153,9 +153,11 @@ func agentUp(ctx context.Context, t *testing.T, m ctl.Machine, dir, what string)
 	if err == nil {
 		return
 	}
-	if p, ok := m.(ctl.Pider); ok && os.Getenv(virtio.DebugEnv) != "" {
-		syscall.Kill(p.Pid(), syscall.SIGUSR1) // without it, SIGUSR1 ends the VMM
+	p, ok := m.(ctl.Pider)
+	if !ok || os.Getenv(virtio.DebugEnv) == "" { // without it, SIGUSR1 ends the VMM
+		t.Fatalf("%s does not answer: %v (no dump: not asked)", what, err)
 	}
+	syscall.Kill(p.Pid(), syscall.SIGUSR1)
 	l := vmmproc.WaitLog(filepath.Join(dir, "vmm.log"), "virtio debug dump", "interrupts:")
 	if i := strings.LastIndex(l, "virtio debug dump"); i >= 0 {
 		l = l[i:]
