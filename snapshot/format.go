@@ -56,7 +56,7 @@ type Meta struct {
 	DataBytes uint64
 	DataSum   uint32 // CRC of the runs' data in run order (dataTable)
 	State     []byte
-	Version   uint32 // the format's version it was written in (Open sets it)
+	Version   uint32 // the format's version it is written in (Write sets it, Open reads it)
 }
 
 // The data's checksum: CRC-32C (Castagnoli) in version 1; CRC-32 (IEEE)
@@ -89,13 +89,15 @@ func (m *Meta) Pages() uint64 {
 	return n
 }
 
-// encode returns the meta file's bytes and its Sum.
+// encode returns the meta file's bytes and its Sum. It writes m's own
+// version, so a meta decoded from an older version encodes back to the
+// bytes it came from.
 func (m *Meta) encode() ([]byte, [sumSize]byte) {
 	var b bytes.Buffer
 	h := make([]byte, headerSize)
 	copy(h, Magic)
 	le := binary.LittleEndian
-	le.PutUint32(h[8:], Version)
+	le.PutUint32(h[8:], m.Version)
 	le.PutUint32(h[12:], PageSize)
 	le.PutUint64(h[16:], m.MemBytes)
 	le.PutUint64(h[24:], m.DataBytes)

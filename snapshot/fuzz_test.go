@@ -6,12 +6,13 @@ import (
 )
 
 // FuzzDecode: no meta file makes decode panic, and what it accepts
-// encodes back to the same bytes. The fuzzer varies the body; the
-// trailer is computed, so inputs get past the checksum.
+// encodes back to the same bytes, in whichever version it was written.
+// The fuzzer varies the body; the trailer is computed, so inputs get
+// past the checksum.
 func FuzzDecode(f *testing.F) {
-	full := &Meta{ID: "a", MemBytes: 64 * PageSize, DataBytes: 64 * PageSize,
+	full := &Meta{Version: Version, ID: "a", MemBytes: 64 * PageSize, DataBytes: 64 * PageSize,
 		Runs: []Run{{Page: 1, Count: 2, Offset: PageSize}}, State: []byte(`{"x":1}`)}
-	delta := &Meta{ID: "b", Parent: "a", MemBytes: 64 * PageSize, DataBytes: 3 * PageSize,
+	delta := &Meta{Version: 1, ID: "b", Parent: "a", MemBytes: 64 * PageSize, DataBytes: 3 * PageSize,
 		Runs: []Run{{Page: 1, Count: 2}, {Page: 9, Count: 1, Offset: 2 * PageSize}}}
 	for _, m := range []*Meta{full, delta} {
 		b, _ := m.encode()
