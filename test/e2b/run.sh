@@ -130,26 +130,27 @@ rc=0
 suite() { (cd "$dir" && node --test --test-concurrency=1 --test-timeout=900000 ${SANDFS_E2B_TESTS:-*}.test.mjs); }
 suite || rc=$?
 # A suite that the lab's own crash, a nested guest's reset or its stall
-# failed runs once more, in a new lab boot (as test-lab.sh and run-tests.sh do
-# for the lab tests); any other failure, or a second one, is final.
-if [ $rc != 0 ] && { labcrashed || labreset || labstalled; }; then
+# failed runs again, in a new lab boot, at most twice (as test-lab.sh and
+# run-tests.sh do for the lab tests); any other failure is final.
+for rerun in 1 2; do
+	[ $rc != 0 ] && { labcrashed || labreset || labstalled; } || break
 	if labcrashed; then
-		echo "test/e2b: THE LAB'S OWN KERNEL CRASHED during the suite; it runs once more in a new lab boot:"
+		echo "test/e2b: THE LAB'S OWN KERNEL CRASHED during the suite; it runs again in a new lab boot (rerun $rerun of at most 2):"
 		grep -a -m 6 -E 'BUG: |Oops:|RIP: |double fault' "$tmp/serve.log" || true
 	elif labstalled; then
-		echo "test/e2b: a restored guest stalled with a vCPU in the lab kernel's SVM code during the suite; it runs once more in a new lab boot:"
+		echo "test/e2b: a restored guest stalled with a vCPU in the lab kernel's SVM code during the suite; it runs again in a new lab boot (rerun $rerun of at most 2):"
 		LAB_KALLSYMS=build/System.map labsvmrips <"$tmp/serve.log" || true
 	else
-		echo "test/e2b: a sandbox's guest was reset by the lab's nested emulation during the suite; it runs once more in a new lab boot:"
+		echo "test/e2b: a sandbox's guest was reset by the lab's nested emulation during the suite; it runs again in a new lab boot (rerun $rerun of at most 2):"
 		grep -a -m 3 -E "$labreset" "$tmp/serve.log" | cut -c1-300 || true
 	fi
 	unserve
 	serve
 	waitup || exit 1
-	say "service up again; running the suite"
+	say "service up again; running the suite (rerun $rerun)"
 	rc=0
 	suite || rc=$?
-fi
+done
 if [ $rc != 0 ]; then
 	echo "test/e2b: the suite failed ($rc); the daemon's log:" >&2
 	tail -n 100 "$tmp/serve.log" >&2
