@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,24 @@ func TestPlotSeries(t *testing.T) {
 	}
 	if got := niceCeil(1401); got != 2000 {
 		t.Errorf("niceCeil(1401) = %v; want 2000", got)
+	}
+}
+
+// TestLabFault: only the lab's signatures, and only in the lab, make the
+// tree's part run again.
+func TestLabFault(t *testing.T) {
+	reset := errors.New(`new: after restore: agent hostname: wait: socket error: EOF (the vmm ended: guest shut down (reset))`)
+	stall := errors.New(`clone 20: new: after restore: agent not serving`)
+	other := errors.New(`snapshot: no space left on device`)
+	t.Setenv("SANDFS_LAB", "")
+	if labFault(reset) {
+		t.Errorf("outside the lab, a reset is a failure like any other")
+	}
+	t.Setenv("SANDFS_LAB", "1")
+	if !labFault(reset) || !labFault(stall) {
+		t.Errorf("in the lab, a reset and a restored guest that never served are its faults")
+	}
+	if labFault(other) {
+		t.Errorf("%v taken for a fault of the lab", other)
 	}
 }
