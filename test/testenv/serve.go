@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -35,11 +36,16 @@ func WaitMounted(mnt string) bool {
 func Sh(dir, script string) (string, error) { return ShWithin(dir, script, 90*time.Second) }
 
 // ShWithin is Sh for at most d (a guest's build under the lab's
-// emulation takes longer than a file operation).
+// emulation takes longer than a file operation). At d the script's whole
+// process group is killed, not only the shell: a `cat` of a guest's
+// stream left behind, blocked in a read of the tree, would keep the
+// tree's file open and the test waiting on the daemon's end.
 func ShWithin(dir, script string, d time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = dir
 	var out, errb bytes.Buffer

@@ -1,0 +1,51 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestShWithinKillsGroup: a script whose child blocks past the limit
+// returns at the limit, and the child is gone with it.
+func TestShWithinKillsGroup(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "f")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pidf := filepath.Join(dir, "pid")
+	_, err := ShWithin(dir, "sh -c 'echo $$ > pid; exec cat f' ; echo after", time.Second)
+	if err == nil {
+		t.Fatalf("a script blocked past its limit returned no error")
+	}
+	b, err := os.ReadFile(pidf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the script's blocked child %d outlived it", pid)
+		}
+	}
+}
+
+// alive reports whether pid runs (a zombie, killed and not yet reaped by
+// whoever adopted it, does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
