@@ -58,6 +58,31 @@ func (h *FDHandle) io(p []byte, off int64, at func(int, []byte, int64) (int, err
 	return max(n, 0), err
 }
 
+var _ ReadPasser = (*FDHandle)(nil)
+
+// DupReadOnly implements ReadPasser: a duplicate of the descriptor and
+// the file's size, if it is open read-only on a regular file.
+func (h *FDHandle) DupReadOnly() (int, int64, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.fd < 0 {
+		return -1, 0, false
+	}
+	fl, err := unix.FcntlInt(uintptr(h.fd), unix.F_GETFL, 0)
+	if err != nil || fl&unix.O_ACCMODE != unix.O_RDONLY {
+		return -1, 0, false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(h.fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return -1, 0, false
+	}
+	fd, err := unix.FcntlInt(uintptr(h.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, false
+	}
+	return fd, st.Size, true
+}
+
 // Sync implements Syncer.
 func (h *FDHandle) Sync(context.Context) error {
 	h.mu.RLock()

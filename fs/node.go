@@ -94,6 +94,17 @@ type Handle interface {
 	Close() error
 }
 
+// ReadPasser is a Handle whose reads a client in another process may
+// make itself, on a descriptor of its own (fs/ninep's passed reads, for
+// the VMM's virtio-9p device): a file of a real file system, open
+// read-only.
+type ReadPasser interface {
+	// DupReadOnly returns a new descriptor of the open file, which the
+	// caller closes, and the file's size, if the file is a regular file
+	// open read-only; else ok is false.
+	DupReadOnly() (fd int, size int64, ok bool)
+}
+
 // OpenFlags are the access mode bits of open(2) that the tree uses.
 type OpenFlags int
 

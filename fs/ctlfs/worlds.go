@@ -279,6 +279,7 @@ func (b *worldBackend) ServeConn(ctx context.Context, c net.Conn, who cred.Cred)
 	}
 	srv := ninep.NewServer(root, nil)
 	srv.SetIOUnit(0)
+	srv.SetPassReads(true)
 	srv.SetIDMap(&ninep.IDMap{Host: who.Owner(), Guest: guest.User})
 	srv.ServeConnAs(ctx, c, who)
 }

@@ -33,8 +33,10 @@ type conn struct {
 	token    string
 	tokenSum [sha256.Size]byte // sha256 of token, for the constant-time check
 	remote   string
-	authed   atomic.Bool // set by the first successful attach
-	release  func()      // gives back the listener's slot for an unattached connection
+	authed   atomic.Bool   // set by the first successful attach
+	unix     *net.UnixConn // the connection, if a unix socket (passed reads)
+	passOn   atomic.Bool   // the client asked for passed reads and may have them (passread.go)
+	release  func()        // gives back the listener's slot for an unattached connection
 
 	mu        sync.Mutex
 	lastAname string                 // aname of the latest Tattach; protected by mu
@@ -62,6 +64,7 @@ type inflight struct {
 	begun  bool               // its handler has taken it (begin)
 	cancel context.CancelFunc // ends a begun read's context; nil for a write that runs to its end
 	owed   bool               // flushed or its fid clunked before it began: it begins interrupted
+	pass   *passedRead        // a read whose reply passes a descriptor (passread.go)
 }
 
 // pendingWalk is a Twalk between request and reply: the fid it creates
@@ -92,6 +95,7 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, who cred.
 		xattrFids: map[uint32]bool{},
 		flushes:   newFlushOrder(),
 	}
+	cn.unix, _ = c.(*net.UnixConn)
 	cn.ctx, cn.cancel = context.WithCancel(cred.With(ctx, who))
 	return cn
 }
@@ -266,8 +270,10 @@ func (c *conn) sawClunk(fid uint32) {
 // attach or walk is recorded (p9 replies Rattach or Rwalk exactly when
 // it has created the fid, Rlerror otherwise).
 // It says whether the reply is an Rflush to hold until the reply of the
-// request it flushed is written (flushOrder).
-func (c *conn) sawReply(typ uint8, tag uint16) (hold bool) {
+// request it flushed is written (flushOrder), and returns the passed
+// read registered for the request, if any (passread.go), for the caller
+// to send or close.
+func (c *conn) sawReply(typ uint8, tag uint16) (hold bool, pass *passedRead) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	hold = c.flushes.reply(typ, tag)
@@ -283,6 +289,9 @@ func (c *conn) sawReply(typ uint8, tag uint16) (hold bool) {
 			c.fidPaths[w.newfid] = w.path
 		}
 	}
+	if r := c.reads[tag]; r != nil {
+		pass = r.pass
+	}
 	delete(c.reads, tag) // begun or not (refused before its handler ran)
-	return hold
+	return hold, pass
 }

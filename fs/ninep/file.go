@@ -185,17 +185,24 @@ func (f *file) handle() sfs.Handle {
 }
 
 // ReadAt implements p9.File.ReadAt. It runs under a context that ends
-// when the client flushes or clunks the read or the connection ends.
+// when the client flushes or clunks the read or the connection ends. A
+// large read of a client that takes passed reads is not made here: its
+// reply passes the file's descriptor (passread.go), and p is left as it
+// is (the reply does not carry it).
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	h := f.handle()
 	if h == nil {
 		return 0, linux.EBADF
 	}
+	tag := uint16(off)
 	ctx, off, done, err := f.c.begin(off, true)
 	if err != nil {
 		return 0, err
 	}
 	defer done()
+	if n, ok := f.c.passRead(tag, h, off, len(p)); ok {
+		return n, nil
+	}
 	n, err := h.Read(ctx, p, off)
 	return n, errno(err)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // 9P2000.L requests and replies that the connection watches (p9/p9.go).
@@ -113,6 +115,12 @@ func (f *frameReader) next() error {
 	if _, err := io.ReadFull(f.r, frame[4:]); err != nil {
 		return err
 	}
+	if frame[4] == msgTpassreads && f.preAuth == 1 && size == 7 {
+		// The client's first frame may ask for passed reads
+		// (passread.go); p9 never sees it, and it has no reply.
+		f.c.passReadsAsked()
+		return f.next()
+	}
 	if typ := frame[4]; !authed && !preAuthType(typ) {
 		return f.c.refuse(fmt.Errorf("9p: request type %d before attach", typ))
 	}
@@ -197,9 +205,10 @@ func (c *conn) observe(frame []byte) {
 type replyWriter struct {
 	w    io.WriteCloser
 	c    *conn
-	buf  []byte // the current reply's bytes so far, its header first
-	size uint32 // the current reply's size, once its header is whole
-	tag  uint16 // the current reply's
+	buf  []byte      // the current reply's bytes so far, its header first
+	size uint32      // the current reply's size, once its header is whole
+	tag  uint16      // the current reply's
+	pass *passedRead // the current reply's passed read: an Rreadfd goes in its place
 }
 
 // replyKeep bounds the buffer a replyWriter keeps between replies, and
@@ -241,7 +250,13 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 func (w *replyWriter) header() (done bool, err error) {
 	typ, tag := w.buf[4], binary.LittleEndian.Uint16(w.buf[5:])
 	w.tag, w.size = tag, max(binary.LittleEndian.Uint32(w.buf), 7)
-	if w.c.sawReply(typ, tag) && w.size == 7 {
+	hold, pass := w.c.sawReply(typ, tag)
+	if pass != nil && (typ != msgRread || w.size == 7) {
+		unix.Close(pass.fd) // not read after all (an Rlerror)
+		pass = nil
+	}
+	w.pass = pass
+	if hold && w.size == 7 {
 		w.buf = w.buf[:0]
 		return true, nil
 	}
@@ -260,7 +275,10 @@ func (w *replyWriter) header() (done bool, err error) {
 // wait on a reply over a socket rely on it.
 func (w *replyWriter) send(last []byte) error {
 	var err error
-	if len(last) <= replyKeep {
+	if w.pass != nil {
+		err = sendPassed(w.c.unix, w.tag, w.pass)
+		w.pass = nil
+	} else if len(last) <= replyKeep {
 		w.buf = append(w.buf, last...)
 		_, err = w.w.Write(w.buf)
 	} else if _, err = w.w.Write(w.buf); err == nil {

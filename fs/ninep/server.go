@@ -28,6 +28,9 @@ type Server struct {
 	// ids shows owners to clients (SetIDMap); nil: as they are. Set
 	// before serving.
 	ids *IDMap
+	// passReads: large reads may be passed to clients that ask
+	// (SetPassReads, passread.go). Set before serving.
+	passReads bool
 
 	paths    qids.PathGenerator
 	mu       sync.Mutex        // protects qidPaths
@@ -150,6 +153,7 @@ func (s *Server) serveConnAs(ctx context.Context, c net.Conn, token string, who 
 	cn := newConn(ctx, s, c, token, who, release)
 	defer cn.release()
 	defer cn.cancel()
+	defer cn.closePasses()
 	defer func() {
 		// See eofDelay: p9's teardown race must not take the daemon down.
 		if r := recover(); r != nil {

@@ -47,15 +47,19 @@ func gather(c *virtio.Chain, hb []byte, n int) ([][]byte, error) {
 }
 
 // readOne reads the next frame of session gen from br and returns it to
-// its chain. A large reply (directMin) whose chain has room goes from
+// its chain; an Rreadfd, on a session that asked for passed reads (fds),
+// is read by readPassed. A large reply (directMin) whose chain has room goes from
 // the socket straight into guest memory, under the pause gate (the
 // server writes a frame at once, so a pause waits for one frame at
 // most); others go through buf, the session's reply buffer (the frame is
 // copied into its chain before readOne returns, so buf is reused).
-func (d *Device) readOne(q *virtio.Queue, br *bufio.Reader, gen uint64, buf *[]byte) error {
+func (d *Device) readOne(q *virtio.Queue, br *bufio.Reader, gen uint64, buf *[]byte, fds *rightsReader) error {
 	h, err := peekHeader(br, d.cfg.MaxMsg)
 	if err != nil {
 		return err
+	}
+	if h.typ == tRreadfd && fds != nil {
+		return d.readPassed(q, br, gen, h, fds)
 	}
 	large := h.size >= directMin && h.typ != tRflush
 	if large {

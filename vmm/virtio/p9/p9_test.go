@@ -26,7 +26,6 @@ const (
 	tTgetattr = 24
 	tRgetattr = 25
 	tTread    = 116
-	tRread    = 117
 )
 
 var noTag uint16 = 0xffff
@@ -102,6 +101,9 @@ func version(t *testing.T, d *virtiotest.Driver, s *server) (net.Conn, *bufio.Re
 	tv := frame(tTversion, noTag, []byte("\x00\x00\x01\x00\x08\x009P2000.L"))
 	d.AddKick(0, virtiotest.R(tv), virtiotest.W(64))
 	c, br := s.next()
+	if got := recv(t, c, br); !bytes.Equal(got, tpassreads) {
+		t.Fatalf("server's first frame %x, want Tpassreads %x", got, tpassreads)
+	}
 	if got := recv(t, c, br); !bytes.Equal(got, tv) {
 		t.Fatalf("server got %x, want %x", got, tv)
 	}

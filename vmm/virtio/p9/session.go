@@ -245,21 +245,33 @@ func (d *Device) dial(gen uint64) {
 		d.endSession(gen, msg.Errno(err))
 		return
 	}
+	var fds *rightsReader
+	if uc, ok := c.(*net.UnixConn); ok {
+		// Before the Tversion that the caller sends next (passed.go).
+		if _, err := uc.Write(tpassreads); err == nil {
+			fds = newRightsReader(uc)
+		}
+	}
 	d.conn = c
 	d.readers.Add(1)
 	d.mu.Unlock()
-	go d.read(c, gen)
+	go d.read(c, gen, fds)
 }
 
 // read copies the replies of session gen from c into their chains until
-// c ends; then the session ends and what is left in flight gets EIO.
-func (d *Device) read(c net.Conn, gen uint64) {
+// c ends (through fds, if the session asked for passed reads); then the session ends and what is left in flight gets EIO.
+func (d *Device) read(c net.Conn, gen uint64, fds *rightsReader) {
 	defer d.readers.Done()
 	q := d.t.Queue(0)
-	br := bufio.NewReaderSize(c, 64<<10)
+	var src io.Reader = c
+	if fds != nil {
+		src = fds
+		defer fds.close()
+	}
+	br := bufio.NewReaderSize(src, 64<<10)
 	buf := make([]byte, 0, replyBufMax)
 	for {
-		if err := d.readOne(q, br, gen, &buf); err != nil {
+		if err := d.readOne(q, br, gen, &buf, fds); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && err != errClosing {
 				slog.Warn("virtio-9p: session ends", "err", err)
 			}
