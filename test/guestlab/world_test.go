@@ -1,10 +1,19 @@
 package guestlab
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"sandfs/test/testenv"
 )
 
 // newLower makes a lower for a world: a directory the VMM's uid may
@@ -70,7 +79,8 @@ func TestWorldGuest(t *testing.T) {
 
 // worldPOSIX is run by python3 in the guest on /workspace: the file
 // operations tools use (an editor's save by rename, lock files, hard and
-// symbolic links, chmod, directories, fsync, a 4 MiB file), each checked,
+// symbolic links, chmod, directories, fsync, a 4 MiB file written and
+// read back cold, a 1 MiB file of the lower read), each checked,
 // printing "ok" at the end.
 const worldPOSIX = `
 import os, hashlib
@@ -100,9 +110,14 @@ try:
     os.rmdir("d"); raise SystemExit("rmdir of a non-empty dir")
 except OSError:
     pass
+big = open("big.lower", "rb").read()
+assert hashlib.sha256(big).hexdigest() == open("big.sha").read().strip(), "big.lower read wrong"
 data = os.urandom(4 << 20)
 open("big.bin", "wb").write(data)
 assert hashlib.sha256(open("big.bin", "rb").read()).digest() == hashlib.sha256(data).digest()
+os.sync()
+open("/proc/sys/vm/drop_caches", "w").write("3\n")
+assert hashlib.sha256(open("big.bin", "rb").read()).digest() == hashlib.sha256(data).digest(), "big.bin read cold"
 print(open("host").read().strip())
 print("ok")
 `
@@ -121,6 +136,17 @@ func TestWorldGuestPOSIX(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lower, "posix.py"), []byte(worldPOSIX), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	big := make([]byte, 1<<20+4321) // a tail under a passed read's 64 KiB
+	for i := range big {
+		big[i] = byte(rand.Uint32())
+	}
+	sum := sha256.Sum256(big)
+	if err := os.WriteFile(filepath.Join(lower, "big.lower"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lower, "big.sha"), []byte(hex.EncodeToString(sum[:])+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	d.mustSh(t, "echo 'world w lower="+lower+"' > ctl; echo 'new p template=base world=w' > ctl")
 	d.waitAgent(t, "p")
 	out := d.mustSh(t, `echo 'python3 /workspace/posix.py 2>&1' > sandboxes/p/exec; cat sandboxes/p/exec`)
@@ -133,7 +159,31 @@ func TestWorldGuestPOSIX(t *testing.T) {
 			t.Errorf("diff lacks %q:\n%s", want, diff)
 		}
 	}
-	if ents, _ := os.ReadDir(lower); len(ents) != 4 {
+	if ents, _ := os.ReadDir(lower); len(ents) != 6 {
 		t.Errorf("the lower changed: %v", ents)
 	}
+	if n := passedReads(t, d, "p"); n == 0 {
+		t.Errorf("the large cold reads were not passed reads (docs/worlds.md)")
+	}
+}
+
+// passedReads is how many reads sandbox id's virtio-9p device made from
+// descriptors the daemon passed it: its VMM's state dump (SIGUSR1, to
+// vmm.log) says.
+func passedReads(t *testing.T, d *daemon, id string) int {
+	t.Helper()
+	pid := testenv.StatusPid(d.mustSh(t, "cat sandboxes/"+id+"/status"))
+	if pid == 0 || syscall.Kill(pid, syscall.SIGUSR1) != nil {
+		t.Fatalf("sandbox %s: no VMM to ask", id)
+	}
+	re := regexp.MustCompile(`9p: open=.* passed=([0-9]+) `)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(d.dir, "st/run", id, "vmm.log"))
+		if m := re.FindAllSubmatch(b, -1); len(m) > 0 {
+			n, _ := strconv.Atoi(string(m[len(m)-1][1]))
+			return n
+		}
+	}
+	t.Fatalf("sandbox %s: its VMM's dump has no virtio-9p line", id)
+	return 0
 }

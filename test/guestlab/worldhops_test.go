@@ -50,7 +50,7 @@ if sys.argv[2] == "stat": print(stats(d, int(sys.argv[3])))
 else: print(big(d))
 `
 
-var hopsLine = regexp.MustCompile(`9p: .* requests=(\d+) replies=(\d+) inline=\d+ direct=\d+ replyBytes=(\d+) sentNs=(\d+) replyNs=(\d+) pushNs=(\d+) kicks=(\d+) kickNs=(\d+) writeNs=(\d+)`)
+var hopsLine = regexp.MustCompile(`9p: .* requests=(\d+) replies=(\d+) inline=\d+ direct=\d+ passed=\d+ replyBytes=(\d+) sentNs=(\d+) replyNs=(\d+) pushNs=(\d+) kicks=(\d+) kickNs=(\d+) writeNs=(\d+)`)
 
 // BenchmarkWorldHops splits a /workspace request's time (docs/bench/worlds.md):
 // the guest's time per 9P request on the virtio-9p mount and on a vsock
