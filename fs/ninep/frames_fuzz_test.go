@@ -28,6 +28,7 @@ func FuzzFrames(f *testing.F) {
 		frame(tver, noTag, uint32(4<<20), "9P2000.L"),
 		cat(tversion, attach, walk, frame(tread, 3, uint32(2), uint64(0), uint32(100)), frame(tflush, 4, uint16(3)), frame(120, 5, uint32(2))),
 		cat(tversion, walk),
+		cat(frame(msgTpassreads, noTag), tversion, attach, walk, frame(tread, 3, uint32(2), uint64(0), uint32(100<<10))),
 		attach[:9],
 		{0xff, 0xff, 0xff, 0xff, tver, 0, 0},
 		{6, 0, 0, 0, tver, 0},

@@ -60,7 +60,7 @@ type passedRead struct {
 // they read: a guest's VMM.
 func (s *Server) SetPassReads(on bool) { s.passReads = on }
 
-// passReads takes a Tpassreads frame: from now on the connection's
+// passReadsAsked takes a Tpassreads frame: from now on the connection's
 // large reads may be passed, if its server allows it and it is a unix
 // socket.
 func (c *conn) passReadsAsked() {
