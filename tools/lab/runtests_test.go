@@ -51,6 +51,7 @@ func TestRunTestsRerun(t *testing.T) {
 		{"reset", `why="guest shut down (reset)"`, 1, 2, 0, "(host, TestA passed on rerun after a lab fault)"},
 		{"vmm reset", `msg="vcpu: triple fault, the guest resets" vcpu=0`, 1, 2, 0, "passed on rerun"},
 		{"two resets", `why="guest shut down (reset)"`, 2, 3, 0, "passed on rerun 2"},
+		{"nested guest's per-CPU slip", `        [    0.768204] BUG: kernel NULL pointer dereference, address: 0000000000000398`, 1, 2, 0, "wrong per-CPU base"},
 		{"its lab crashed", `[  107.533745] traps: PANIC: double fault, error_code: 0x0`, 1, 2, 0, "its lab's kernel crashed"},
 		{"its lab reset", `        sandfs lab: guest exited without reporting a status: qemu exited; last console output:`, 1, 2, 0, "its lab's QEMU exited"},
 		{"three resets", `why="guest shut down (reset)"`, 3, 3, 1, "FAIL\tsandfs/pkg\t"},
