@@ -308,8 +308,15 @@ func (w *replyWriter) replied(tag uint16) error {
 	return nil
 }
 
-// Close implements io.Closer.
-func (w *replyWriter) Close() error { return w.w.Close() }
+// Close implements io.Closer. A passed read whose reply was cut off
+// with the connection closes its descriptor here.
+func (w *replyWriter) Close() error {
+	if w.pass != nil {
+		unix.Close(w.pass.fd)
+		w.pass = nil
+	}
+	return w.w.Close()
+}
 
 // decoder reads 9P's little-endian integers and u16-counted strings; ok
 // turns false at the first short read (and stays false).
