@@ -77,6 +77,20 @@ func (r *raw) recv() (uint8, uint16, []byte) {
 	return hdr[4], binary.LittleEndian.Uint16(hdr[5:]), body
 }
 
+// open negotiates msize, attaches (fid 1) and opens the root's file
+// name read-only as fid 2, with tags 1 to 3.
+func (r *raw) open(msize uint32, name string) {
+	r.t.Helper()
+	r.send(tver, noTag, msize, "9P2000.L")
+	r.expect(rver, noTag)
+	r.send(tattch, 1, uint32(1), noFID, "", "", noFID)
+	r.expect(rattch, 1)
+	r.send(twalk, 2, uint32(1), uint32(2), uint16(1), name)
+	r.expect(rwalk, 2)
+	r.send(tlopen, 3, uint32(2), uint32(0))
+	r.expect(rlopen, 3)
+}
+
 func (r *raw) expect(typ uint8, tag uint16) []byte {
 	r.t.Helper()
 	gt, gtag, body := r.recv()
@@ -112,14 +126,7 @@ func openBlocked(t *testing.T) (*raw, *blockFile, chan struct{}) {
 	done := make(chan struct{})
 	go func() { srv.ServeConn(context.Background(), sc, ""); close(done) }()
 	r := &raw{t: t, c: cc}
-	r.send(tver, noTag, uint32(8192), "9P2000.L")
-	r.expect(rver, noTag)
-	r.send(tattch, 1, uint32(1), noFID, "", "", noFID)
-	r.expect(rattch, 1)
-	r.send(twalk, 2, uint32(1), uint32(2), uint16(1), "block")
-	r.expect(rwalk, 2)
-	r.send(tlopen, 3, uint32(2), uint32(0))
-	r.expect(rlopen, 3)
+	r.open(8192, "block")
 	r.send(tread, 4, uint32(2), uint64(0), uint32(100))
 	select {
 	case err := <-f.ended:

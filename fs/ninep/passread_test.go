@@ -75,14 +75,7 @@ func servePassing(t *testing.T, data []byte, pass, ask bool) *raw {
 	if ask {
 		r.send(msgTpassreads, noTag)
 	}
-	r.send(tver, noTag, uint32(512<<10), "9P2000.L")
-	r.expect(rver, noTag)
-	r.send(tattch, 1, uint32(1), noFID, "", "", noFID)
-	r.expect(rattch, 1)
-	r.send(twalk, 2, uint32(1), uint32(2), uint16(1), "f")
-	r.expect(rwalk, 2)
-	r.send(tlopen, 3, uint32(2), uint32(0))
-	r.expect(rlopen, 3)
+	r.open(512<<10, "f")
 	return r
 }
 
