@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -96,7 +97,7 @@ func readReply(t *testing.T, r *raw, tag uint16, off uint64, count uint32) (data
 		t.Fatalf("reply for tag %d; want %d", got, tag)
 	}
 	body := make([]byte, size-7)
-	if _, err := readFull(r.c, body); err != nil {
+	if _, err := io.ReadFull(r.c, body); err != nil {
 		t.Fatal(err)
 	}
 	switch typ {
@@ -131,18 +132,6 @@ func readReply(t *testing.T, r *raw, tag uint16, off uint64, count uint32) (data
 	}
 	t.Fatalf("reply type %d (body %x)", typ, body[:min(len(body), 16)])
 	return nil, false
-}
-
-func readFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := c.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // TestPassedReads: a client that asks gets its large reads of a host

@@ -3,7 +3,6 @@ package guestlab
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,13 +45,13 @@ func TestDaemonRestart(t *testing.T) {
 	for _, id := range []string{"r", "p", "k"} {
 		before[id] = d.mustSh(t, "cat sandboxes/"+id+"/status")
 	}
-	if !strings.HasPrefix(before["p"], "p paused ") || !strings.Contains(before["p"], " pid=0 ") || running(pVMM) {
-		t.Fatalf("p after pause: status %q, its VMM pid %d running %v; want paused to disk (pid=0, VMM ended)", before["p"], pVMM, running(pVMM))
+	if !strings.HasPrefix(before["p"], "p paused ") || !strings.Contains(before["p"], " pid=0 ") || testenv.Running(pVMM) {
+		t.Fatalf("p after pause: status %q, its VMM pid %d running %v; want paused to disk (pid=0, VMM ended)", before["p"], pVMM, testenv.Running(pVMM))
 	}
 
 	d.stop(syscall.SIGKILL)
 	t.Log("daemon killed (SIGKILL)")
-	if pid := statusPid(t, before["r"]); !running(pid) {
+	if pid := statusPid(t, before["r"]); !testenv.Running(pid) {
 		t.Fatalf("r: VMM pid %d did not outlive the daemon", pid)
 	}
 	killWait(t, statusPid(t, before["k"]))
@@ -138,12 +137,6 @@ func statusPid(t *testing.T, status string) int {
 		t.Fatalf("no pid in status %q", status)
 	}
 	return pid
-}
-
-// running reports whether pid exists and is not a zombie.
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
 // killWait kills pid with SIGKILL and waits until it has exited (its

@@ -57,6 +57,13 @@ func ShWithin(dir, script string, d time.Duration) (string, error) {
 	return out.String(), err
 }
 
+// Running reports whether pid exists and is not a zombie (killed, not
+// yet reaped by whoever adopted it).
+func Running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
 // StatusPid is the VMM's pid in a sandbox's status line (pid=N), or 0.
 func StatusPid(status string) int {
 	for _, f := range strings.Fields(status) {

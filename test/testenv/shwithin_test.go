@@ -31,21 +31,10 @@ func TestShWithinKillsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); Running(pid); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("the script's blocked child %d outlived it", pid)
 		}
 	}
-}
-
-// alive reports whether pid runs (a zombie, killed and not yet reaped by
-// whoever adopted it, does not).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }

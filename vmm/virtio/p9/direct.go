@@ -28,22 +28,12 @@ func gather(c *virtio.Chain, hb []byte, n int) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := [][]byte{append([]byte(nil), hb...)}
-	skip, left := len(hb), n-len(hb)
-	for _, b := range rs {
-		if skip >= len(b) {
-			skip -= len(b)
-			continue
-		}
-		b = b[skip:]
-		skip = 0
-		k := min(len(b), left)
-		out = append(out, b[:k])
-		if left -= k; left == 0 {
-			return out, nil
-		}
+	_, rest := cut(rs, len(hb))
+	body, _ := cut(rest, n-len(hb))
+	if size(body) < n-len(hb) {
+		return nil, fmt.Errorf("%w: readable part shorter than %d", virtio.ErrBadChain, n)
 	}
-	return nil, fmt.Errorf("%w: readable part shorter than %d", virtio.ErrBadChain, n)
+	return append([][]byte{append([]byte(nil), hb...)}, body...), nil
 }
 
 // readOne reads the next frame of session gen from br and returns it to
@@ -67,15 +57,7 @@ func (d *Device) readOne(q *virtio.Queue, br *bufio.Reader, gen uint64, buf *[]b
 			return errClosing
 		}
 		defer d.t.End()
-		d.mu.Lock()
-		p, ok := d.pending[h.tag]
-		if ok && p.gen == gen && int(h.size) <= p.c.WritableSpace() {
-			delete(d.pending, h.tag)
-		} else {
-			p = nil
-		}
-		d.mu.Unlock()
-		if p != nil {
+		if p := d.takePending(h.tag, gen, int(h.size)); p != nil {
 			return d.readDirect(q, br, p, h)
 		}
 	}
@@ -95,6 +77,19 @@ func (d *Device) readOne(q *virtio.Queue, br *bufio.Reader, gen uint64, buf *[]b
 	}
 	d.reply(q, gen, b, !frameBuffered(br), got)
 	return nil
+}
+
+// takePending takes the request of session gen waiting under tag out of
+// pending, if its chain has room for room bytes; else nil (and it stays).
+func (d *Device) takePending(tag uint16, gen uint64, room int) *request {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.pending[tag]
+	if !ok || p.gen != gen || room > p.c.WritableSpace() {
+		return nil
+	}
+	delete(d.pending, tag)
+	return p
 }
 
 // replyBufMax bounds the reply buffer a session keeps: a larger frame

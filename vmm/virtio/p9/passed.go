@@ -133,14 +133,7 @@ func (d *Device) readPassed(q *virtio.Queue, br *bufio.Reader, gen uint64, h hea
 	}
 	defer d.t.End()
 	got := time.Now()
-	d.mu.Lock()
-	r, ok := d.pending[h.tag]
-	if ok && r.gen == gen {
-		delete(d.pending, h.tag)
-	} else {
-		r = nil
-	}
-	d.mu.Unlock()
+	r := d.takePending(h.tag, gen, 0)
 	if r == nil {
 		slog.Warn("virtio-9p: reply for no request", "tag", h.tag, "type", h.typ)
 		return nil
@@ -180,7 +173,7 @@ func preadChain(c *virtio.Chain, fd int, off int64, count int, tag uint16) (int,
 	if err != nil {
 		return 0, err
 	}
-	hdr, data := cut(ws, rreadHdrLen)
+	_, data := cut(ws, rreadHdrLen)
 	data, _ = cut(data, count)
 	n := 0
 	for n < count {
@@ -202,11 +195,19 @@ func preadChain(c *virtio.Chain, fd int, off int64, count int, tag uint16) (int,
 	h[4] = tRread
 	binary.LittleEndian.PutUint16(h[5:], tag)
 	binary.LittleEndian.PutUint32(h[7:], uint32(n))
-	hb := h[:]
-	for _, b := range hdr {
-		hb = hb[copy(b, hb):]
+	if _, err := c.Write(h[:]); err != nil { // the chain's first writable bytes
+		return 0, err
 	}
 	return n, nil
+}
+
+// size is the bytes bufs hold.
+func size(bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	return n
 }
 
 // cut returns the first n bytes of bufs (fewer if they hold fewer), and

@@ -231,6 +231,13 @@ func (d *Device) dial(gen uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	c, err := d.cfg.Dial(ctx)
 	cancel()
+	var fds *rightsReader
+	if uc, ok := c.(*net.UnixConn); ok && err == nil {
+		// Before the Tversion that the caller sends next (passed.go).
+		if _, werr := uc.Write(tpassreads); werr == nil {
+			fds = newRightsReader(uc)
+		}
+	}
 	d.mu.Lock()
 	if d.gen != gen || !d.open {
 		d.mu.Unlock()
@@ -245,13 +252,6 @@ func (d *Device) dial(gen uint64) {
 		d.endSession(gen, msg.Errno(err))
 		return
 	}
-	var fds *rightsReader
-	if uc, ok := c.(*net.UnixConn); ok {
-		// Before the Tversion that the caller sends next (passed.go).
-		if _, err := uc.Write(tpassreads); err == nil {
-			fds = newRightsReader(uc)
-		}
-	}
 	d.conn = c
 	d.readers.Add(1)
 	d.mu.Unlock()
@@ -259,7 +259,8 @@ func (d *Device) dial(gen uint64) {
 }
 
 // read copies the replies of session gen from c into their chains until
-// c ends (through fds, if the session asked for passed reads); then the session ends and what is left in flight gets EIO.
+// c ends (through fds, if the session asked for passed reads); then the
+// session ends and what is left in flight gets EIO.
 func (d *Device) read(c net.Conn, gen uint64, fds *rightsReader) {
 	defer d.readers.Done()
 	q := d.t.Queue(0)
