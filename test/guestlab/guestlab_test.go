@@ -54,9 +54,13 @@ type daemon struct {
 	log       *bytes.Buffer
 	dir       string    // the state is dir/st
 	cmd       *exec.Cmd // the running serve; nil once stopped
+	args      []string  // sandfs serve's flags beyond the test's own
 }
 
-func startDaemon(t testing.TB) *daemon {
+// startDaemon starts `sandfs serve` (with serveArgs beyond the state,
+// sockets, kernel and templates it always gets) on a fresh state
+// directory, ended with the test along with the VMMs it left.
+func startDaemon(t testing.TB, serveArgs ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	// The VMM drops privileges (uid 65534) and must reach its run
@@ -66,7 +70,7 @@ func startDaemon(t testing.TB) *daemon {
 			t.Fatal(err)
 		}
 	}
-	d := &daemon{dir: dir, mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(bytes.Buffer)}
+	d := &daemon{dir: dir, mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(bytes.Buffer), args: serveArgs}
 	t.Cleanup(func() {
 		if t.Failed() && d.cmd != nil {
 			d.dumpState(t, filepath.Join(dir, "st/run"))
@@ -93,8 +97,9 @@ func startDaemon(t testing.TB) *daemon {
 // serve starts `sandfs serve` on d's state and waits for its mount.
 func (d *daemon) serve(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(sandfsBin(), "serve", "--state", filepath.Join(d.dir, "st"), "--listen", "unix:"+d.sock, "--mount", d.mnt,
-		"--kernel", kernel(), "--templates", templates())
+	args := append([]string{"serve", "--state", filepath.Join(d.dir, "st"), "--listen", "unix:" + d.sock, "--mount", d.mnt,
+		"--kernel", kernel(), "--templates", templates()}, d.args...)
+	cmd := exec.Command(sandfsBin(), args...)
 	cmd.Stderr = d.log
 	// Each VMM dumps its virtio queues and vsock connections to its
 	// vmm.log on SIGUSR1 (see vmm/virtio.DebugEnv): a failed test does.
@@ -143,14 +148,9 @@ func (d *daemon) endVMMs(t testing.TB) {
 // agent, if a new exec still reaches it, its goroutines to the console
 // (sandfs-init's SIGUSR1).
 func (d *daemon) dumpState(t testing.TB, runs string) {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	n := 0
-	for _, p := range procs {
-		b, _ := os.ReadFile(p)
-		if !bytes.Contains(b, []byte(runs+"/")) || !bytes.Contains(b, []byte("vmm.sock.json")) {
-			continue
-		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+	for _, p := range d.vmms() {
+		pid, err := strconv.Atoi(p)
 		if err == nil && syscall.Kill(pid, syscall.SIGUSR1) == nil {
 			n++
 		}
