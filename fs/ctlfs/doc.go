@@ -13,16 +13,32 @@
 //	/sandboxes/<id>/wait          waitFile       blocks until the state changes, then one line
 //	/sandboxes/<id>/exec          execFile       write: a shell command; read: its output until it exits
 //	/sandboxes/<id>/execstatus    execStatusFile status line of the last exec (procs/<n>/status)
-//	/sandboxes/<id>/procs/, fs/   ninep.Remote   the guest agent's tree, bound (guest.go)
+//	/sandboxes/<id>/procs/        newGuestBind   the guest agent's procs/, bound (guest.go)
+//	/sandboxes/<id>/fs/           newGuestBind   the guest agent's fs/, bound (guest.go)
 //	/sandboxes/<id>/watch         watchFile      each open: one inotify watch in the guest (the agent's watch)
 //	/sandboxes/<id>/console       consoleFile    the VMM's serial log, read-only
 //	/sandboxes/<id>/snapshots/    snapshotsDir   the snapshots taken of it (same nodes as /snapshots/<snap>/)
+//	/sandboxes/<id>/worlds/       worldsDir      the world attached to it (same node as /worlds/<w>/)
+//	/sandboxes/<id>/net/          netTable       (net.go)
+//	/sandboxes/<id>/net/policy    netPolicyFile  its egress policy; write: replace it
+//	/sandboxes/<id>/net/addr      netAddrFile    its addresses, one line
+//	/sandboxes/<id>/net/audit     netAuditFile   a stream of connections and DNS answers, allowed or refused
+//	/sandboxes/<id>/net/ports     netPortsFile   write: expose|unexpose <port>; read: the ports exposed
 //	/snapshots/                   snapshotsDir   every snapshot; it outlives its sandbox
 //	/snapshots/<snap>/info        snapInfoFile   one line, fixed field order
 //	/snapshots/<snap>/ctl         snapCtlFile    verbs (rm); read: its id
-//	/worlds/, <id>/worlds/        worldsDir      every world; the one attached to the sandbox
-//	/worlds/<w>/                  worldTable     a world: ctl lower fs/ upper/ diff status (worlds.go)
-//	/templates/                   templatesDir   (templates.go: <t>/info, shapes, log)
+//	/templates/                   templatesDir   one directory per template (templates.go)
+//	/templates/<t>/info           tmplInfoFile   one line: image size, shapes
+//	/templates/<t>/shapes         tmplShapesFile one line per shape built
+//	/templates/<t>/log            tmplLogFile    the newest shape's build log
+//	/templates/<t>/policy         tmplPolicyFile the egress policy its sandboxes start with
+//	/worlds/                      worldsDir      every world (worlds.go)
+//	/worlds/<w>/ctl               worldCtlFile   verbs (apply [force], discard, rebase, rm)
+//	/worlds/<w>/lower             worldLowerFile the host directory it is over
+//	/worlds/<w>/fs/               worldFSDir     the union, read and write
+//	/worlds/<w>/upper/            worldUpperDir  its changes as a read-only directory
+//	/worlds/<w>/diff              worldDiffFile  its changes, one a line
+//	/worlds/<w>/status            worldStatusFile one line, fixed field order
 //
 // Adding a file kind: write one file with its type (a fs.Source for text,
 // a fs.Sink for messages, a fs.Opener for per-open state), then add one
