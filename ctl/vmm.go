@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"sandfs/ctl/msg"
 	"sandfs/netpolicy/sbnet"
@@ -201,10 +202,12 @@ func (r *VMMRuntime) launch(ctx context.Context, id string, sc Config, cfg vmmpr
 	cfg.Restore = snapshot
 	image, _ := imageID(cfg.Disks[0].Path) // "": its snapshots are refused
 	cfg.Labels = map[string]string{labelImage: image}
+	start := time.Now()
 	n, err := r.netUp(id, sc, &cfg)
 	if err != nil {
 		return nil, err
 	}
+	netUp := time.Since(start)
 	p, err := vmmproc.Launch(ctx, cfg)
 	if cfg.TapFD != nil {
 		cfg.TapFD.Close() // the VMM has its own
@@ -218,7 +221,8 @@ func (r *VMMRuntime) launch(ctx context.Context, id string, sc Config, cfg vmmpr
 		return nil, fmt.Errorf("start vmm: %w", err)
 	}
 	done := r.watchNet(p, n)
-	r.Log.Info("vmm started", "id", id, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot)
+	r.Log.Info("vmm started", "id", id, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot,
+		"net", netUp.Round(time.Millisecond), "process", (time.Since(start) - netUp).Round(time.Millisecond))
 	boot := "cold"
 	if snapshot != "" {
 		boot = "restore"

@@ -48,9 +48,10 @@ const (
 // Manager makes and removes sandbox networks (package doc).
 type Manager struct {
 	log    *slog.Logger
-	hostNS netns.NsHandle  // the host's namespace (the daemon's, or a test's)
-	host   *netlink.Handle // netlink in hostNS
-	mu     sync.Mutex      // serializes the choice of transit slots
+	hostNS netns.NsHandle    // the host's namespace (the daemon's, or a test's)
+	host   *netlink.Handle   // netlink in hostNS
+	mu     sync.Mutex        // serializes the choice of transit slots
+	spares *netpolicy.Spares // filters loaded ahead (KeepSpares); nil: each network loads its own
 }
 
 // NewManager prepares the host (ip_forward, the host's NAT table) and
@@ -92,8 +93,33 @@ func NewManagerIn(hostNS netns.NsHandle, log *slog.Logger) (*Manager, error) {
 	return m, nil
 }
 
-// Close closes the manager's handles; its networks stay.
+// KeepSpares keeps n filters loaded ahead of the networks that will
+// need them (netpolicy.Spares): a new network takes one rather than
+// wait for the kernel to load and verify its program. Call it before
+// the first network is made.
+func (m *Manager) KeepSpares(n int) error {
+	s, err := netpolicy.NewSpares(n)
+	if err != nil {
+		return err
+	}
+	m.spares = s
+	return nil
+}
+
+// loadFilter is a loaded filter for a new network: a spare if any.
+func (m *Manager) loadFilter() (*netpolicy.Filter, error) {
+	if m.spares != nil {
+		return m.spares.Take()
+	}
+	return netpolicy.Load()
+}
+
+// Close closes the manager's handles and frees its spare filters; its
+// networks stay.
 func (m *Manager) Close() {
+	if m.spares != nil {
+		m.spares.Close()
+	}
 	if m.host != nil {
 		m.host.Close()
 	}
@@ -142,7 +168,7 @@ func (m *Manager) CreateMember(name string, p *netpolicy.Policy, member netip.Ad
 	if err != nil {
 		return nil, err
 	}
-	if n.filter, err = netpolicy.Load(); err != nil {
+	if n.filter, err = m.loadFilter(); err != nil {
 		return nil, err
 	}
 	if err := n.filter.Set(effective(p, nil)); err != nil {
@@ -274,7 +300,7 @@ func (m *Manager) Open(name string, pid int, p *netpolicy.Policy) (*Net, error) 
 	if err != nil {
 		return fail(msg.Errorf(syscall.ENOENT, "net: %s: no %s: %v", name, tapName, err))
 	}
-	if n.filter, err = netpolicy.Load(); err != nil {
+	if n.filter, err = m.loadFilter(); err != nil {
 		return fail(err)
 	}
 	if err := n.filter.Set(effective(p, nil)); err != nil {

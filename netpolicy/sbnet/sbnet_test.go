@@ -72,11 +72,18 @@ func mustParse(t *testing.T, s string) *netpolicy.Policy {
 // address and the filter, up0 with a default route), the host side of
 // its veth on the first free slot, both NAT tables; Remove leaves none of
 // it, and a second network takes the next slot while the first lives.
+// The first takes the manager's spare filter.
 func TestCreateRemove(t *testing.T) {
 	m, h := newManager(t)
+	if err := m.KeepSpares(1); err != nil {
+		t.Fatal(err)
+	}
 	a, err := m.Create("a.1", mustParse(t, "allow 192.0.2.0/24"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, taken := m.spares.Stats(); taken != 1 {
+		t.Errorf("%d spare filters taken by the first network; want 1", taken)
 	}
 	b, err := m.Create("b.1", mustParse(t, ""))
 	if err != nil {

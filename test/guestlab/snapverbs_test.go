@@ -145,7 +145,7 @@ func TestSnapshotRollback(t *testing.T) {
 		t.Errorf("the clone's snapshot %q; want a delta of b over s2 (b was restored from it)", got)
 	}
 	for _, l := range strings.Split(d.log.String(), "\n") {
-		if strings.Contains(l, "snapshot taken") || strings.Contains(l, "restored from snapshot") {
+		if strings.Contains(l, "snapshot taken") || strings.Contains(l, "restored from snapshot") || strings.Contains(l, "vmm started") {
 			t.Log("daemon: " + l)
 		}
 	}

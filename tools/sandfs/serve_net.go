@@ -25,6 +25,13 @@ func withNetworks(log *slog.Logger, vr *ctl.VMMRuntime, upstream string) {
 		log.Warn("serve: sandboxes have no network", "why", err)
 		return
 	}
+	// Two spare filters: a new sandbox's network takes one rather than
+	// wait for the kernel to verify the egress program (docs/network.md).
+	if err := m.KeepSpares(2); err != nil {
+		log.Warn("serve: sandboxes have no network", "why", err)
+		m.Close()
+		return
+	}
 	vr.Net = m
 	if upstream == "" {
 		upstream = hostResolver("/etc/resolv.conf")
