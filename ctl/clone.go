@@ -79,7 +79,9 @@ func (s *Sandbox) clone(ctx context.Context, c Command, v *Verb) (string, error)
 	if err != nil {
 		for _, cb := range made {
 			rerr := cb.kill(context.Background(), cloneKill)
-			if rerr == nil {
+			// A clone whose start failed before it ran is still new,
+			// and kill removes such a sandbox.
+			if rerr == nil && cb.State() != StateRemoved {
 				rerr = cb.remove(cloneRm)
 			}
 			if rerr == nil {

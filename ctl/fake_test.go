@@ -23,6 +23,14 @@ type fakeRuntime struct {
 	// failRestore: the Restore whose number (from 1) it holds fails.
 	failRestore int
 	reaped      []string // ids, by Reap (reattachRuntime)
+	ids         IDRange  // IDs: none (Count 0) unless a test sets it
+}
+
+// IDs implements IDRanger.
+func (r *fakeRuntime) IDs() IDRange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ids
 }
 
 func newFakeRuntime() *fakeRuntime {

@@ -318,7 +318,7 @@ func TestNewFrom(t *testing.T) {
 func TestCloneVerb(t *testing.T) {
 	dir := t.TempDir()
 	rt := newFakeRuntime()
-	p, _ := openPlane(t, dir, rt)
+	p, logs := openPlane(t, dir, rt)
 	if _, err := p.Ctl(as(t, alice), []byte("new box cpus=2")); err != nil {
 		t.Fatal(err)
 	}
@@ -362,6 +362,20 @@ func TestCloneVerb(t *testing.T) {
 	}
 	if e := storeEntries(t, dir); len(e) != 1 {
 		t.Errorf("store after a failed clone %q; want one snapshot", e)
+	}
+	// Two uids left: the third clone's start finds none, which removes
+	// it; the clean-up removes the other two and leaves that one be
+	// rather than log its removal as failed.
+	rt.mu.Lock()
+	rt.ids = IDRange{First: 5000, Count: 2}
+	rt.mu.Unlock()
+	err = s.Ctl(ctx(t), []byte("clone 3 concurrency=1"))
+	wantErr(t, "clone 3 (no third uid)", err, syscall.ENOSPC, "clone 3 of 3", "no free uid", "removed")
+	if after := ids(p); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Errorf("sandboxes after a clone out of uids %q; want %q", after, before)
+	}
+	if l := logs.String(); strings.Contains(l, "cannot remove") {
+		t.Errorf("the failed clone's clean-up logged an error:\n%s", l)
 	}
 	sdo(t, s, "kill")
 	wantErr(t, "clone of a dead sandbox", s.Ctl(ctx(t), []byte("clone")), syscall.EBUSY, "need running or paused")

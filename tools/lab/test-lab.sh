@@ -96,10 +96,12 @@ runlab "$manifest"
 # command's status (docs/lab.md "QEMU"), or it hangs (above). That is an infrastructure failure
 # that ends the boot (exit 125) with no verdict on the binaries not yet
 # run. Then the binaries without a verdict (the interrupted one included)
-# run again in a new boot, at most twice; a test that failed stays failed,
+# run again in a new boot, at most three times (twice until a CI run of
+# 2026-12-03 lost its lab to two crashes in a row and a silent reset);
+# a test that failed stays failed,
 # and what the lab's console said is printed. Any other exit is final.
 failed=0
-for retry in 1 2; do
+for retry in 1 2 3; do
 	con=$(sed -n 's/^sandfs lab: full console log //p' "$out" | tail -1)
 	[ "$rc" = 125 ] && [ -n "$con" ] || break
 	if grep -a -q -E "$labcrash" "$con"; then
@@ -129,7 +131,7 @@ for retry in 1 2; do
 	done < "${rest:-$manifest}"
 	rest=$manifest.rest
 	mv "$manifest.rest.new" "$rest"
-	echo "test-lab: running the $(wc -l < "$rest") binaries without a verdict again, in a new lab boot (retry $retry of 2)"
+	echo "test-lab: running the $(wc -l < "$rest") binaries without a verdict again, in a new lab boot (retry $retry of 3)"
 	runlab "$rest"
 done
 if [ "$rc" = 0 ] && [ $failed = 1 ]; then rc=1; fi
