@@ -123,6 +123,12 @@ func (d *daemon) cloneState(t *testing.T) string {
 		}
 		b.WriteString("\nst/" + dir + ":")
 		for _, e := range ents {
+			// A template's snapshot, linked into the store by the
+			// first snapshot over it, stays with the template cache
+			// (docs/snapshots.md), as checkStore allows.
+			if dir == "snapshots" && strings.HasPrefix(e.Name(), "_") {
+				continue
+			}
 			b.WriteString(" " + e.Name())
 		}
 	}
