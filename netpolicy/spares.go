@@ -25,11 +25,12 @@ type Spares struct {
 	taken   int  // spares handed out (Stats)
 }
 
-// NewSpares keeps n spares. The first is loaded now, at the caller's
-// priority (a host that cannot load a filter fails here, and the
-// library's one-time probes of the kernel are made before any
+// NewSpares keeps n spares (at least one). The first is loaded now, at
+// the caller's priority (a host that cannot load a filter fails here,
+// and the library's one-time probes of the kernel are made before any
 // background load could hold them up), the rest in the background.
 func NewSpares(n int) (*Spares, error) {
+	n = max(n, 1)
 	f, err := Load()
 	if err != nil {
 		return nil, err
