@@ -8,9 +8,9 @@ import (
 )
 
 // Spares keeps filters loaded ahead of need, so that a new sandbox's
-// network does not wait for Load: in the lab a Load took 60-160 ms of a
-// new sandbox's 90-260 ms of network set-up (on a host 5 ms: maps 2 ms,
-// the kernel's verifier the rest). Take hands a spare out and loads its
+// network does not wait for Load: in one lab run a Load took 60-160 ms
+// of a new sandbox's 88-260 ms of network set-up (on this host 5 ms:
+// maps 2 ms, the kernel's verifier the rest; docs/network.md). Take hands a spare out and loads its
 // replacement in the background on a thread of the lowest CPU priority
 // (nice 19), so that it does not slow the sandbox being made meanwhile;
 // with no spare ready, Take loads one itself. A spare is a fresh Load,

@@ -2,6 +2,7 @@ package guestlab
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,13 +87,6 @@ func (d *daemon) cloneSource(t *testing.T) string {
 	return d.run(t, "a", "cat /dev/shm/pid")
 }
 
-// run runs a shell command in sandbox id's guest (its exec file) and
-// returns its output, trimmed.
-func (d *daemon) run(t *testing.T, id, cmd string) string {
-	t.Helper()
-	return strings.TrimSpace(d.mustSh(t, "cd sandboxes/"+id+" && echo '"+cmd+"' > exec && cat exec"))
-}
-
 // clone writes verb (a clone) to sandbox id's ctl and returns the ids
 // it replied, which must be n; if not, the test ends with the write's
 // error and the sandbox's err file (where the daemon names a lab fault
@@ -132,13 +126,13 @@ func (d *daemon) cloneState(t *testing.T) string {
 			b.WriteString(" " + e.Name())
 		}
 	}
-	b.WriteString("\nVMMs: " + strings.Join(d.vmms(), " "))
+	fmt.Fprintf(&b, "\nVMMs: %v", d.vmms())
 	return b.String()
 }
 
 // vmms lists the pids of the daemon's VMM processes (found by the run
 // directory on their command line), in order.
-func (d *daemon) vmms() []string {
+func (d *daemon) vmms() []int {
 	runs := []byte(filepath.Join(d.dir, "st", "run") + "/")
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var pids []int
@@ -151,9 +145,5 @@ func (d *daemon) vmms() []string {
 		}
 	}
 	slices.Sort(pids)
-	out := make([]string, len(pids))
-	for i, p := range pids {
-		out[i] = strconv.Itoa(p)
-	}
-	return out
+	return pids
 }

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"sandfs/test/syncbuf"
 	"sandfs/test/testenv"
 	"sandfs/test/transcript"
 	"sandfs/vmm/vmmproc"
@@ -51,10 +52,10 @@ func sandfsBin() string { return testenv.Built("SANDFS_BIN", "bin/sandfs") }
 // daemon is a `sandfs serve` with a FUSE mount and a 9P socket.
 type daemon struct {
 	mnt, sock string
-	log       *bytes.Buffer
-	dir       string    // the state is dir/st
-	cmd       *exec.Cmd // the running serve; nil once stopped
-	args      []string  // sandfs serve's flags beyond the test's own
+	log       *syncbuf.Buffer // the daemon's stderr, read while it writes
+	dir       string          // the state is dir/st
+	cmd       *exec.Cmd       // the running serve; nil once stopped
+	args      []string        // sandfs serve's flags beyond the test's own
 }
 
 // startDaemon starts `sandfs serve` (with serveArgs beyond the state,
@@ -70,7 +71,7 @@ func startDaemon(t testing.TB, serveArgs ...string) *daemon {
 			t.Fatal(err)
 		}
 	}
-	d := &daemon{dir: dir, mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(bytes.Buffer), args: serveArgs}
+	d := &daemon{dir: dir, mnt: filepath.Join(dir, "m"), sock: filepath.Join(dir, "s.sock"), log: new(syncbuf.Buffer), args: serveArgs}
 	t.Cleanup(func() {
 		if t.Failed() && d.cmd != nil {
 			d.dumpState(t, filepath.Join(dir, "st/run"))
@@ -149,9 +150,8 @@ func (d *daemon) endVMMs(t testing.TB) {
 // (sandfs-init's SIGUSR1).
 func (d *daemon) dumpState(t testing.TB, runs string) {
 	n := 0
-	for _, p := range d.vmms() {
-		pid, err := strconv.Atoi(p)
-		if err == nil && syscall.Kill(pid, syscall.SIGUSR1) == nil {
+	for _, pid := range d.vmms() {
+		if syscall.Kill(pid, syscall.SIGUSR1) == nil {
 			n++
 		}
 	}
@@ -198,6 +198,13 @@ func (d *daemon) mustSh(t testing.TB, script string) string {
 		t.Fatalf("sh %q: %v", script, err)
 	}
 	return out
+}
+
+// run runs a shell command in sandbox id's guest (its exec file) and
+// returns its output, trimmed.
+func (d *daemon) run(t testing.TB, id, cmd string) string {
+	t.Helper()
+	return strings.TrimSpace(d.mustSh(t, "cd sandboxes/"+id+" && echo '"+cmd+"' > exec && cat exec"))
 }
 
 // cli runs the sandfs CLI against the daemon's socket.

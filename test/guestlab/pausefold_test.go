@@ -17,10 +17,6 @@ func TestPauseFold(t *testing.T) {
 	d := startDaemon(t)
 	d.mustSh(t, "echo 'new a' > ctl")
 	d.waitAgent(t, "a")
-	run := func(cmd string) string {
-		t.Helper()
-		return strings.TrimSpace(d.mustSh(t, "cd sandboxes/a && echo '"+cmd+"' > exec && cat exec"))
-	}
 	info := func(snap string) string {
 		t.Helper()
 		return strings.TrimSpace(d.mustSh(t, "cat snapshots/"+snap+"/info"))
@@ -49,11 +45,11 @@ func TestPauseFold(t *testing.T) {
 		d.mustSh(t, "echo resume > sandboxes/a/ctl")
 	}
 
-	run("echo 1 > /root/file; sync; echo 1 > /dev/shm/counter")
+	d.run(t, "a", "echo 1 > /root/file; sync; echo 1 > /dev/shm/counter")
 	cycle()
-	run("echo 2 > /root/file; sync; echo 2 > /dev/shm/counter")
+	d.run(t, "a", "echo 2 > /root/file; sync; echo 2 > /dev/shm/counter")
 	cycle()
-	if got := run("cat /root/file /dev/shm/counter"); got != "2\n2" {
+	if got := d.run(t, "a", "cat /root/file /dev/shm/counter"); got != "2\n2" {
 		t.Errorf("a after two pauses: %q; want 2, 2", got)
 	}
 	if p := pauses(); len(p) != 1 {
@@ -63,7 +59,7 @@ func TestPauseFold(t *testing.T) {
 	if got := info("s1"); !strings.HasPrefix(got, "s1 sandbox=a parent=_base-") || !strings.HasSuffix(got, " kind=delta") {
 		t.Errorf("s1 (the first snapshot after a resume) info %q; want a delta over the template's snapshot", got)
 	}
-	run("echo 3 > /root/file; sync; echo 3 > /dev/shm/counter")
+	d.run(t, "a", "echo 3 > /root/file; sync; echo 3 > /dev/shm/counter")
 	cycle()
 	d.mustSh(t, "echo snapshot s2 > sandboxes/a/ctl")
 	if got := info("s2"); !strings.HasPrefix(got, "s2 sandbox=a parent=s1 ") || !strings.HasSuffix(got, " kind=delta") {
@@ -71,7 +67,7 @@ func TestPauseFold(t *testing.T) {
 	}
 	t.Logf("snapshots: %s | %s", info("s1"), info("s2"))
 	d.mustSh(t, "echo rollback s1 > sandboxes/a/ctl")
-	if got := run("cat /root/file /dev/shm/counter"); got != "2\n2" {
+	if got := d.run(t, "a", "cat /root/file /dev/shm/counter"); got != "2\n2" {
 		t.Errorf("a after rollback s1: %q; want 2, 2", got)
 	}
 	d.mustSh(t, "echo new b from=s2 > ctl")

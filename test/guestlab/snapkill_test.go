@@ -31,10 +31,6 @@ func TestKillDuringSnapshot(t *testing.T) {
 	t.Logf("seed %d, %d rounds", seed, rounds)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	d := startDaemon(t)
-	run := func(id, cmd string) string {
-		t.Helper()
-		return strings.TrimSpace(d.mustSh(t, "cd sandboxes/"+id+" && echo '"+cmd+"' > exec && cat exec"))
-	}
 	marker := map[string]string{} // snapshot → the marker of the round that took it
 	store := filepath.Join(d.dir, "st", "snapshots")
 	// Round 0, not killed: how long a snapshot takes here (the kills
@@ -43,7 +39,7 @@ func TestKillDuringSnapshot(t *testing.T) {
 	a := "a0"
 	d.mustSh(t, "echo 'new "+a+"' > ctl")
 	d.waitAgent(t, a)
-	run(a, "echo m0 > /root/m; echo m0 > /dev/shm/m; sync")
+	d.run(t, a, "echo m0 > /root/m; echo m0 > /dev/shm/m; sync")
 	start := time.Now()
 	d.mustSh(t, "echo 'snapshot s0' > sandboxes/"+a+"/ctl")
 	took := time.Since(start)
@@ -52,7 +48,7 @@ func TestKillDuringSnapshot(t *testing.T) {
 	for i := 1; i <= rounds; i++ {
 		a = d.ensureRunning(t, a, "a"+strconv.Itoa(i))
 		m := "m" + strconv.Itoa(i)
-		run(a, "echo "+m+" > /root/m; echo "+m+" > /dev/shm/m; sync")
+		d.run(t, a, "echo "+m+" > /root/m; echo "+m+" > /dev/shm/m; sync")
 		op, snap := "snapshot s"+strconv.Itoa(i), "s"+strconv.Itoa(i)
 		if listed := d.snapshotsOf(t, a); len(listed) > 0 && rng.IntN(2) == 0 {
 			op, snap = "rollback "+listed[rng.IntN(len(listed))], ""
@@ -82,7 +78,7 @@ func TestKillDuringSnapshot(t *testing.T) {
 		id := "r" + strconv.Itoa(i)
 		d.mustSh(t, "echo 'new "+id+" from="+s+"' > ctl")
 		want, ok := marker[s]
-		got := run(id, "cat /root/m /dev/shm/m")
+		got := d.run(t, id, "cat /root/m /dev/shm/m")
 		if ok && got != want+"\n"+want {
 			t.Errorf("%s restored from %s: markers %q; want %s twice", id, s, got, want)
 		}

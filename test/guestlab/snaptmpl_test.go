@@ -44,30 +44,26 @@ func TestTemplateSnapshot(t *testing.T) {
 	t.Logf("new to a serving agent: first %v (builds the template snapshot), second %v (restore): ratio %.1f",
 		first.Round(time.Millisecond), second.Round(time.Millisecond), float64(first)/float64(second))
 
-	run := func(id, cmd string) string {
-		t.Helper()
-		return strings.TrimSpace(d.mustSh(t, "cd sandboxes/"+id+" && echo '"+cmd+"' > exec && cat exec"))
-	}
 	for _, id := range []string{"a", "b"} {
 		st := strings.TrimSpace(d.mustSh(t, "cat sandboxes/"+id+"/status"))
 		if !strings.HasSuffix(st, " boot=restore") {
 			t.Errorf("%s status %q; want it to end with boot=restore", id, st)
 		}
-		if h := run(id, "hostname"); h != id {
+		if h := d.run(t, id, "hostname"); h != id {
 			t.Errorf("%s: guest hostname %q", id, h)
 		}
-		g, err := strconv.ParseInt(run(id, "date +%s"), 10, 64)
+		g, err := strconv.ParseInt(d.run(t, id, "date +%s"), 10, 64)
 		if off := time.Since(time.Unix(g, 0)); err != nil || off < -5*time.Second || off > 5*time.Second {
 			t.Errorf("%s: guest clock %d (%v), off by %v from the host's", id, g, err, off)
 		}
 	}
-	ra, rb := run("a", "head -c 16 /dev/urandom | od -An -tx1"), run("b", "head -c 16 /dev/urandom | od -An -tx1")
+	ra, rb := d.run(t, "a", "head -c 16 /dev/urandom | od -An -tx1"), d.run(t, "b", "head -c 16 /dev/urandom | od -An -tx1")
 	if len(ra) < 32 || ra == rb {
 		t.Errorf("16 random bytes: a %q, b %q; want different", ra, rb)
 	}
 	// Own disk layer: a synced file of a is not in b, and the layers are
 	// distinct files.
-	run("a", "echo mine > /root/marker; sync")
+	d.run(t, "a", "echo mine > /root/marker; sync")
 	if out, err := d.sh(t, "cd sandboxes/b && echo 'cat /root/marker 2>&1; true' > exec && cat exec"); err != nil || strings.Contains(out, "mine") {
 		t.Errorf("b reads a's file: %q, %v", out, err)
 	}

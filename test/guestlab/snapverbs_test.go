@@ -20,10 +20,6 @@ func TestSnapshotRollback(t *testing.T) {
 	d := startDaemon(t)
 	d.mustSh(t, "echo 'new a' > ctl")
 	d.waitAgent(t, "a")
-	run := func(id, cmd string) string {
-		t.Helper()
-		return strings.TrimSpace(d.mustSh(t, "cd sandboxes/"+id+" && echo '"+cmd+"' > exec && cat exec"))
-	}
 	// fails runs a shell write that must fail, and returns the err file.
 	fails := func(script, errFile string) string {
 		t.Helper()
@@ -37,8 +33,8 @@ func TestSnapshotRollback(t *testing.T) {
 		return strings.TrimSpace(d.mustSh(t, "cat snapshots/"+snap+"/info"))
 	}
 
-	run("a", "echo before > /root/file; sync; echo 41 > /dev/shm/counter; setsid sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/pid")
-	pid := run("a", "cat /dev/shm/pid")
+	d.run(t, "a", "echo before > /root/file; sync; echo 41 > /dev/shm/counter; setsid sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/pid")
+	pid := d.run(t, "a", "cat /dev/shm/pid")
 	d.mustSh(t, "echo snapshot s1 > sandboxes/a/ctl")
 	if got := info("s1"); !strings.HasPrefix(got, "s1 sandbox=a parent=_base-") || !strings.HasSuffix(got, " kind=delta") {
 		t.Errorf("s1 info %q; want a delta of a over its template's snapshot", got)
@@ -46,7 +42,7 @@ func TestSnapshotRollback(t *testing.T) {
 	if st := d.mustSh(t, "cat sandboxes/a/ctl"); st != "a running\n" {
 		t.Errorf("a after snapshot: %q; want running", st)
 	}
-	run("a", "echo after > /root/file; touch /root/later; sync; echo 42 > /dev/shm/counter; kill "+pid+"; setsid sleep 200000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/pid2")
+	d.run(t, "a", "echo after > /root/file; touch /root/later; sync; echo 42 > /dev/shm/counter; kill "+pid+"; setsid sleep 200000 </dev/null >/dev/null 2>&1 & echo $! > /dev/shm/pid2")
 	d.mustSh(t, "echo snapshot s2 > sandboxes/a/ctl")
 	if got := info("s2"); !strings.HasPrefix(got, "s2 sandbox=a parent=s1 ") || !strings.HasSuffix(got, " kind=delta") {
 		t.Errorf("s2 info %q; want a delta over s1", got)
@@ -70,16 +66,16 @@ func TestSnapshotRollback(t *testing.T) {
 			t.Errorf("%s: err %q; want %q", tc.msg, got, tc.want)
 		}
 	}
-	if got := run("a", "cat /root/file /dev/shm/counter"); got != "after\n42" {
+	if got := d.run(t, "a", "cat /root/file /dev/shm/counter"); got != "after\n42" {
 		t.Errorf("a after refused requests: %q; want after, 42", got)
 	}
 
 	d.mustSh(t, "echo rollback s1 > sandboxes/a/ctl")
-	if got := run("a", "cat /root/file /dev/shm/counter; ls /root/later /dev/shm/pid2 2>&1; true"); !strings.HasPrefix(got, "before\n41\n") ||
+	if got := d.run(t, "a", "cat /root/file /dev/shm/counter; ls /root/later /dev/shm/pid2 2>&1; true"); !strings.HasPrefix(got, "before\n41\n") ||
 		strings.Contains(got, "\n/root/later") || strings.Contains(got, "\n/dev/shm/pid2") {
 		t.Errorf("a after rollback s1: %q; want before, 41, no later files", got)
 	}
-	if got := run("a", "cat /proc/"+pid+"/comm; hostname"); got != "sleep\na" {
+	if got := d.run(t, "a", "cat /proc/"+pid+"/comm; hostname"); got != "sleep\na" {
 		t.Errorf("a after rollback: pid %s is %q; want the sleep of before the snapshot, hostname a", pid, got)
 	}
 	if st := d.mustSh(t, "cat sandboxes/a/status"); !strings.HasPrefix(st, "a running ") || !strings.HasSuffix(st, " boot=restore\n") {
@@ -96,7 +92,7 @@ func TestSnapshotRollback(t *testing.T) {
 		t.Errorf("new from=nosuch: err %q", got)
 	}
 	d.mustSh(t, "echo new b from=s2 > ctl")
-	if got := run("b", "cat /root/file /dev/shm/counter; hostname; ls /root/later"); got != "after\n42\nb\n/root/later" {
+	if got := d.run(t, "b", "cat /root/file /dev/shm/counter; hostname; ls /root/later"); got != "after\n42\nb\n/root/later" {
 		t.Errorf("b from s2: %q; want after, 42, b, /root/later", got)
 	}
 	if got := fails("echo rollback s1 > sandboxes/b/ctl", "sandboxes/b/err"); got != `rollback: snapshot "s1" is of sandbox "a", not "b"` {
@@ -112,14 +108,14 @@ func TestSnapshotRollback(t *testing.T) {
 		t.Errorf("ls snapshots after rm s1 = %q; want s2", ls)
 	}
 	d.mustSh(t, "echo new c from=s2 > ctl")
-	if got := run("c", "cat /root/file /dev/shm/counter"); got != "after\n42" {
+	if got := d.run(t, "c", "cat /root/file /dev/shm/counter"); got != "after\n42" {
 		t.Errorf("c from s2 after rm s1: %q; want after, 42", got)
 	}
 	d.mustSh(t, "echo kill c > ctl; echo rm c > ctl")
 
 	// clone: each clone has b's disk and memory, its own hostname, and
 	// its own disk from then on.
-	run("b", "echo 43 > /dev/shm/counter")
+	d.run(t, "b", "echo 43 > /dev/shm/counter")
 	start := time.Now()
 	ids := strings.Fields(d.mustSh(t, "exec 3<>sandboxes/b/ctl; echo clone 3 concurrency=2 >&3; cat <&3"))
 	t.Logf("clone 3 concurrency=2: %v (snapshot and 3 restores to a serving agent)", time.Since(start).Round(time.Millisecond))
@@ -127,12 +123,12 @@ func TestSnapshotRollback(t *testing.T) {
 		t.Fatalf("clone 3 replied %q; want 3 ids", ids)
 	}
 	for i, id := range ids {
-		if got := run(id, "cat /root/file /dev/shm/counter; hostname"); got != "after\n43\n"+id {
+		if got := d.run(t, id, "cat /root/file /dev/shm/counter; hostname"); got != "after\n43\n"+id {
 			t.Errorf("clone %s: %q; want after, 43, %s", id, got, id)
 		}
-		run(id, "echo "+id+" > /root/own; sync")
+		d.run(t, id, "echo "+id+" > /root/own; sync")
 		if i > 0 {
-			if got := run(ids[0], "cat /root/own"); got != ids[0] {
+			if got := d.run(t, ids[0], "cat /root/own"); got != ids[0] {
 				t.Errorf("clone %s reads %q in its /root/own; want its own", ids[0], got)
 			}
 		}

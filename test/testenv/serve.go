@@ -57,11 +57,18 @@ func ShWithin(dir, script string, d time.Duration) (string, error) {
 	return out.String(), err
 }
 
-// Running reports whether pid exists and is not a zombie (killed, not
-// yet reaped by whoever adopted it).
+// Running reports whether pid exists and is neither a zombie (killed,
+// not yet reaped by whoever adopted it) nor dead: its state, the field
+// after the command name in /proc/<pid>/stat (a name that may itself
+// hold ") ", so read after the last one), is not Z or X.
 func Running(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && !strings.Contains(string(b), ") Z ")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	state := s[strings.LastIndex(s, ") ")+2:]
+	return !strings.HasPrefix(state, "Z") && !strings.HasPrefix(state, "X")
 }
 
 // StatusPid is the VMM's pid in a sandbox's status line (pid=N), or 0.
