@@ -324,22 +324,27 @@ func dialAgentCtl(ctx context.Context, uds string) (*p9.Client, p9.File, error) 
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	cl, err := p9.NewClient(c, p9.WithMessageSize(64<<10))
+	cl, err := p9.NewClient(c, p9.WithMessageSize(agentMsize))
 	if err != nil {
 		c.Close()
 		return nil, nil, err
 	}
+	// The root's fid is not clunked: the session is short and its end
+	// frees it, without a round trip to a guest that has just resumed.
 	root, err := cl.Attach("/")
 	if err == nil {
 		var f p9.File
 		if _, f, err = root.Walk([]string{"ctl"}); err == nil {
-			root.Close()
 			return cl, f, nil
 		}
 	}
 	cl.Close()
 	return nil, nil, err
 }
+
+// agentMsize is the message size of the daemon's sessions with a
+// guest's agent (ctl messages only).
+const agentMsize = 64 << 10
 
 // giveUp ends m, a restored machine whose guest never took its refresh
 // (err), and logs its last words first: the guest's console and the

@@ -77,6 +77,10 @@ type VMMRuntime struct {
 	// (vmm_adopt.go). The daemon sets it; without it a VMM dies with
 	// the process that started it.
 	Detached bool
+	// Spares, when set, are VMM processes started ahead (vmmproc.Spares):
+	// a sandbox's launch takes one when it can, and skips the VMM's
+	// exec and the start of its runtime. The daemon keeps one.
+	Spares *vmmproc.Spares
 	// Net, when set, gives every machine a network of its own
 	// (vmm_net.go); nil: machines have no network device.
 	Net *sbnet.Manager
@@ -208,7 +212,7 @@ func (r *VMMRuntime) launch(ctx context.Context, id string, sc Config, cfg vmmpr
 		return nil, err
 	}
 	netUp := time.Since(start)
-	p, err := vmmproc.Launch(ctx, cfg)
+	p, err := r.Spares.Launch(ctx, cfg) // vmmproc.Launch without spares
 	if cfg.TapFD != nil {
 		cfg.TapFD.Close() // the VMM has its own
 	}
@@ -222,7 +226,7 @@ func (r *VMMRuntime) launch(ctx context.Context, id string, sc Config, cfg vmmpr
 	}
 	done := r.watchNet(p, n)
 	r.Log.Info("vmm started", "id", id, "pid", p.Pid(), "mem", cfg.MemBytes, "cpus", cfg.CPUs, "snapshot", snapshot,
-		"net", netUp.Round(time.Millisecond), "process", (time.Since(start) - netUp).Round(time.Millisecond))
+		"net", netUp.Round(time.Millisecond), "process", (time.Since(start) - netUp).Round(time.Millisecond), "launch", p.LaunchPhases())
 	boot := "cold"
 	if snapshot != "" {
 		boot = "restore"

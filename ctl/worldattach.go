@@ -57,10 +57,11 @@ func (s *Sandbox) attachWorld(ctx context.Context, m Machine) error {
 		return Errorf(syscall.EIO, "world: listen: %v", err)
 	}
 	who := cred.Cred{UID: s.owner.UID, GID: s.owner.GID}
+	log := s.p.log.With("sandbox", s.id, "world", name)
 	go func() { <-m.Done(); l.Close() }()
 	go serveGuestConns(l, maxWorldConns, func(c net.Conn) {
 		growSendBuffer(c)
-		b.ServeConn(s.p.ctx, c, who)
+		b.ServeConn(s.p.ctx, c, who, log)
 	})
 	return msg.Prefix("world", agentSay(ctx, m, "workspace "+strconv.Itoa(WorldPort)))
 }
@@ -105,22 +106,21 @@ func agentSay(ctx context.Context, m Machine, message string) error {
 	}
 	dl, _ := ctx.Deadline()
 	c.SetDeadline(dl)
-	cl, err := p9.NewClient(c, p9.WithMessageSize(64<<10))
+	cl, err := p9.NewClient(c, p9.WithMessageSize(agentMsize))
 	if err != nil {
 		c.Close()
 		return Errorf(syscall.EIO, "agent: %v", err)
 	}
+	// Closing the session frees its fids: no clunks, each a round trip.
 	defer cl.Close()
 	root, err := cl.Attach("/")
 	if err != nil {
 		return Errorf(Errno(err), "agent: %v", err)
 	}
-	defer root.Close()
 	_, f, err := root.Walk([]string{"ctl"})
 	if err != nil {
 		return Errorf(Errno(err), "agent: %v", err)
 	}
-	defer f.Close()
 	if _, _, err := f.Open(p9.WriteOnly); err != nil {
 		return Errorf(Errno(err), "agent: %v", err)
 	}

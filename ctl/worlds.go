@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -41,8 +42,9 @@ type WorldBackend interface {
 	// Restore replaces the changes by those Save wrote into dir.
 	Restore(dir string) error
 	// ServeConn serves the world's union on c (9P2000.L) to a client
-	// taken for who, until c or ctx ends: a guest's /workspace.
-	ServeConn(ctx context.Context, c net.Conn, who cred.Cred)
+	// taken for who, until c or ctx ends: a guest's /workspace. What it
+	// refuses the client for a bound goes to log.
+	ServeConn(ctx context.Context, c net.Conn, who cred.Cred, log *slog.Logger)
 	Close() error
 }
 

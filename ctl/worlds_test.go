@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func (f *fakeWorld) Discard() error       { f.calls = append(f.calls, "discard")
 func (f *fakeWorld) Rebase() (int, error) { f.calls = append(f.calls, "rebase"); return 2, nil }
 func (f *fakeWorld) Status() string       { return "changes=1" }
 func (f *fakeWorld) Close() error         { f.closed = true; return nil }
-func (f *fakeWorld) ServeConn(_ context.Context, c net.Conn, _ cred.Cred) {
+func (f *fakeWorld) ServeConn(_ context.Context, c net.Conn, _ cred.Cred, _ *slog.Logger) {
 	c.Close()
 }
 

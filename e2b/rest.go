@@ -131,7 +131,7 @@ func ctlMsg(c *client.Client, path, errPath, m string) (string, error) {
 		}
 		return "", e
 	}
-	b, err := io.ReadAll(f)
+	b, err := f.ReadAllMax(client.MaxReply)
 	return strings.TrimSpace(string(b)), err
 }
 

@@ -164,7 +164,7 @@ func (f *File) Read(p []byte) (int, error) {
 	if len(p) > readMax {
 		p = p[:readMax]
 	}
-	n, err := f.f.ReadAt(p, f.off)
+	n, err := ninep.ReadP9(f.f, p, f.off)
 	f.off += int64(n)
 	if errors.Is(err, io.EOF) || (err == nil && n == 0 && len(p) > 0) {
 		return n, io.EOF
@@ -177,7 +177,7 @@ func (f *File) Read(p []byte) (int, error) {
 
 // Write implements io.Writer; one call may be several 9P writes.
 func (f *File) Write(p []byte) (int, error) {
-	n, err := f.f.WriteAt(p, f.off)
+	n, err := ninep.WriteP9(f.f, p, f.off)
 	f.off += int64(n)
 	if err != nil {
 		return n, &Error{Op: "write " + f.path, Errno: errno(err)}
@@ -188,7 +188,7 @@ func (f *File) Write(p []byte) (int, error) {
 // Msg writes one message (one 9P write at offset 0, as `echo msg > file`
 // does); a failure gets the text of errPath ("" for none).
 func (f *File) Msg(msg, errPath string) error {
-	if _, err := f.f.WriteAt([]byte(msg), 0); err != nil {
+	if _, err := ninep.WriteP9(f.f, []byte(msg), 0); err != nil {
 		return f.c.explain("write "+f.path, errno(err), errPath)
 	}
 	return nil
@@ -209,18 +209,21 @@ func (c *Client) explain(op string, en syscall.Errno, errPath string) error {
 	return e
 }
 
-// ReadFile reads a whole file.
+// ReadFile reads a whole file of at most MaxFile bytes (ReadFileMax):
+// the tree's files that are read whole (status, info) are short, and
+// a server that sent without end must not take the client's memory.
+// Copy larger files with CopyFrom.
 func (c *Client) ReadFile(path string) ([]byte, error) {
-	f, err := c.Open(path, syscall.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
+	return c.ReadFileMax(path, MaxFile)
 }
 
-// MaxErrText bounds the read of an err file for an error's text.
-const MaxErrText = 64 << 10
+// Bounds of what the client reads whole from a server (the daemon, or
+// whoever answers on its address).
+const (
+	MaxErrText = 64 << 10 // an err file, for an error's text
+	MaxReply   = 64 << 10 // a ctl message's reply, a wait file
+	MaxFile    = 16 << 20 // ReadFile
+)
 
 // ReadFileMax reads a whole file of at most max bytes; a longer one is
 // E2BIG ("read PATH: over MAX bytes"), after reading max+1 bytes of it.
@@ -232,9 +235,15 @@ func (c *Client) ReadFileMax(path string, max int) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return f.ReadAllMax(max)
+}
+
+// ReadAllMax reads the rest of f, at most max bytes; more is E2BIG
+// ("read PATH: over MAX bytes"), after reading max+1 bytes.
+func (f *File) ReadAllMax(max int) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err == nil && len(b) > max {
-		return nil, &Error{Op: "read " + path, Errno: syscall.E2BIG, Text: fmt.Sprintf("read %s: over %d bytes", path, max)}
+		return nil, &Error{Op: "read " + f.path, Errno: syscall.E2BIG, Text: fmt.Sprintf("read %s: over %d bytes", f.path, max)}
 	}
 	return b, err
 }
@@ -266,23 +275,16 @@ func (c *Client) ReadDir(path string) ([]Dirent, error) {
 	if _, _, err := f.Open(p9.ReadOnly); err != nil {
 		return nil, &Error{Op: "readdir " + path, Errno: errno(err)}
 	}
-	var out []Dirent
-	var off uint64
-	for {
-		ds, err := f.Readdir(off, 1<<16)
-		if err != nil {
-			return nil, &Error{Op: "readdir " + path, Errno: errno(err)}
-		}
-		if len(ds) == 0 {
-			return out, nil
-		}
-		for _, d := range ds {
-			off = d.Offset
-			if d.Name != "." && d.Name != ".." {
-				out = append(out, Dirent{Name: d.Name, Dir: d.Type == p9.TypeDir})
-			}
-		}
+	// Bounded and checked (ninep.ListP9): entries, names, offsets.
+	ds, err := ninep.ListP9(f, 1<<16)
+	if err != nil {
+		return nil, &Error{Op: "readdir " + path, Errno: errno(err)}
 	}
+	out := make([]Dirent, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, Dirent{Name: d.Name, Dir: d.Mode.IsDir()})
+	}
+	return out, nil
 }
 
 // Stat says whether path exists and is a directory.

@@ -173,7 +173,7 @@ func readSlot(clone *File) ([]byte, error) {
 	if n > 0 && b[n-1] == '\n' {
 		return b[:n], nil
 	}
-	rest, err := io.ReadAll(clone)
+	rest, err := clone.ReadAllMax(MaxReply)
 	return append(b[:n], rest...), err
 }
 
@@ -279,7 +279,7 @@ func (p *execProc) wait() (Status, error) {
 		return Status{}, p.c.explain("open "+p.dir+"wait", err.(*Error).Errno, p.errPath)
 	}
 	defer w.Close()
-	line, err := io.ReadAll(w)
+	line, err := w.ReadAllMax(MaxReply)
 	if err != nil {
 		return Status{}, p.c.explain("read "+p.dir+"wait", msg.Errno(err), p.errPath)
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hugelgupf/p9/p9"
+
 	sfs "sandfs/fs"
 	"sandfs/fs/ninep"
 )
@@ -67,5 +69,34 @@ func TestReadFileMax(t *testing.T) {
 				t.Errorf("error %q does not say the bound", err)
 			}
 		})
+	}
+}
+
+// TestReadFileBounded: ReadFile stops at MaxFile bytes (E2BIG).
+func TestReadFileBounded(t *testing.T) {
+	c := dialTree(t, textTree(MaxFile+1))
+	if _, err := c.ReadFile("big"); !errors.Is(err, syscall.E2BIG) {
+		t.Errorf("ReadFile of a file over MaxFile = %v; want E2BIG", err)
+	}
+}
+
+// lyingFile is the p9 client's view of a server whose Rread and Rwrite
+// counts exceed what was asked: the p9 client passes such a count on
+// (fs/ninep/guard.go).
+type lyingFile struct{ p9.File }
+
+func (lyingFile) ReadAt(p []byte, off int64) (int, error)  { return len(p) + 10, nil }
+func (lyingFile) WriteAt(p []byte, off int64) (int, error) { return len(p) + 10, nil }
+
+// TestLyingServer: a count larger than asked is EIO, not a count the
+// caller would slice past its buffer with.
+func TestLyingServer(t *testing.T) {
+	f := &File{path: "x", f: lyingFile{}}
+	p := make([]byte, 8)
+	if n, err := f.Read(p); n != 0 || !errors.Is(err, syscall.EIO) {
+		t.Errorf("Read = %d, %v; want 0, EIO", n, err)
+	}
+	if n, err := f.Write(p); n != 0 || !errors.Is(err, syscall.EIO) {
+		t.Errorf("Write = %d, %v; want 0, EIO", n, err)
 	}
 }

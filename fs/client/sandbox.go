@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,7 +55,7 @@ func (c *Client) New(o NewOptions) (string, error) {
 		return "", err
 	}
 	f.off = int64(len(msg)) // the reply starts where the write ended
-	b, err := io.ReadAll(f)
+	b, err := f.ReadAllMax(MaxReply)
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -271,13 +272,13 @@ func (b *worldBackend) Status() string {
 // guest's 9p client reads and writes msize at a time (500 KiB over
 // virtio-9p): with the control tree's 64 KiB, a 16 MiB read was 279
 // requests where 33 do (test/guestlab BenchmarkWorldHops).
-func (b *worldBackend) ServeConn(ctx context.Context, c net.Conn, who cred.Cred) {
+func (b *worldBackend) ServeConn(ctx context.Context, c net.Conn, who cred.Cred, log *slog.Logger) {
 	root, err := b.w.Root()
 	if err != nil {
 		c.Close()
 		return
 	}
-	srv := ninep.NewServer(root, nil)
+	srv := ninep.NewServer(root, log)
 	srv.SetIOUnit(0)
 	srv.SetPassReads(true)
 	srv.SetIDMap(&ninep.IDMap{Host: who.Owner(), Guest: guest.User})

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestWorlds drives a world through every target: world on /ctl, a
@@ -92,6 +94,9 @@ func TestWorldRestart(t *testing.T) {
 // while a hard link's two names in one world are one inode, also after
 // a rename; over 9P the same holds for QID paths, which a client such as
 // Linux's takes for inode numbers (and diff, tar and cp after it).
+// Through FUSE a number holds while the kernel knows the inode, so the
+// files compared are held (O_PATH): one the kernel forgets between two
+// stats, as under memory pressure, comes back with another number.
 func TestWorldsInodes(t *testing.T) {
 	for _, tname := range []string{"fuse", "bridge-unix"} {
 		t.Run(tname, func(t *testing.T) {
@@ -99,6 +104,15 @@ func TestWorldsInodes(t *testing.T) {
 			tg := makeTargets[tname](t, e).(osTarget)
 			twoWorlds(t, tg, t.TempDir())
 			p := func(s string) string { return filepath.Join(tg.dir, s) }
+			hold := func(s string) {
+				fd, err := unix.Open(p(s), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(s, err)
+				}
+				t.Cleanup(func() { unix.Close(fd) })
+			}
+			hold("worlds/w1/fs/a.txt")
+			hold("worlds/w2/fs/a.txt")
 			ino := func(s string) uint64 {
 				var st syscall.Stat_t
 				if err := syscall.Stat(p(s), &st); err != nil {
@@ -115,6 +129,7 @@ func TestWorldsInodes(t *testing.T) {
 			if b, err := os.ReadFile(p("worlds/w2/fs/a.txt")); err != nil || string(b) != "alpha" {
 				t.Errorf("w2's a.txt after w1's write = %q, %v", b, err)
 			}
+			hold("worlds/w1/fs/a.txt") // the copy-up's file
 			if err := os.Link(p("worlds/w1/fs/a.txt"), p("worlds/w1/fs/b.txt")); err != nil {
 				t.Fatal(err)
 			}
@@ -135,6 +150,7 @@ func TestWorldsInodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, d := range ents {
+				hold("worlds/w1/fs/" + d.Name())
 				if info, err := d.Info(); err != nil || info.Sys().(*syscall.Stat_t).Ino != ino("worlds/w1/fs/"+d.Name()) {
 					t.Errorf("w1's %s: its listing's inode differs from its stat's (%v)", d.Name(), err)
 				}

@@ -21,9 +21,13 @@
 // whose nodes show their file's identity, sfs.Attr.Ino): there one per
 // identity within that tree (its scope: the path of its topmost node
 // showing one), so two hard-linked names are one inode with one number,
-// and two worlds over one lower never share an inode. A lookup that finds
-// an existing inode refreshes the node it serves (a sandbox removed and
-// created again under the same id; the other name of a hard link).
+// and two worlds over one lower never share an inode. A number holds
+// while the kernel knows its inode; one it has forgotten (FORGET, as under
+// memory pressure) is not given again. A lookup that finds an existing
+// inode's number makes that inode serve the node it found (a sandbox
+// removed and created again under the same id; the other name of a hard
+// link): through the number's seat (seat.go), since go-fuse answers with
+// the inode it had.
 //
 // Access: every inode holds an sfs.Chan, whose methods check the caller
 // against the modes shown (the one check of both transports; see
@@ -77,10 +81,11 @@ type Mount struct {
 
 	root *node // the mount's root
 
-	mu   sync.Mutex        // protects inos, objs, next
-	inos map[string]uint64 // tree path -> inode number
-	objs map[objKey]uint64 // a passed-through file's identity -> inode number
-	next uint64
+	mu    sync.Mutex        // protects inos, objs, seats, next
+	inos  map[string]uint64 // tree path -> inode number
+	objs  map[objKey]uint64 // a passed-through file's identity -> inode number
+	seats map[uint64]*seat  // inode number -> what it serves; dropped with the number (forget, forgetObj, movePaths)
+	next  uint64
 }
 
 // objKey is a passed-through file's identity: its sfs.Attr.Ino within
@@ -96,7 +101,7 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mount{dir: dir, log: log, inos: map[string]uint64{}, objs: map[objKey]uint64{}, next: 1}
+	m := &Mount{dir: dir, log: log, inos: map[string]uint64{}, objs: map[objKey]uint64{}, seats: map[uint64]*seat{}, next: 1}
 	// A root that shows no owner (a remote tree) is the mounting user's,
 	// as a FUSE mount's user_id.
 	rc, err := sfs.NewChan(context.Background(), root, cred.Self().Owner())
@@ -119,7 +124,7 @@ func New(dir string, root sfs.Dir, o Options) (*Mount, error) {
 		NegativeTimeout: &zero,
 		NullPermissions: true,
 	}
-	rn := &node{m: m, path: "", ch: rc, pass: rc.Attr().Ino != 0}
+	rn := &node{m: m, seat: &seat{ch: rc}, pass: rc.Attr().Ino != 0}
 	m.root = rn
 	srv, err := gofs.Mount(dir, rn, opts)
 	if err != nil {
@@ -225,6 +230,7 @@ func (m *Mount) forgetObj(k objKey, ino uint64) {
 	m.mu.Lock()
 	if m.objs[k] == ino {
 		delete(m.objs, k)
+		delete(m.seats, ino)
 	}
 	m.mu.Unlock()
 }
@@ -239,6 +245,7 @@ func (m *Mount) forget(p string, ino uint64) {
 	m.mu.Lock()
 	if m.inos[p] == ino {
 		delete(m.inos, p)
+		delete(m.seats, ino)
 	}
 	m.mu.Unlock()
 }
@@ -316,15 +323,14 @@ type node struct {
 	scope string
 	obj   uint64
 
-	mu   sync.Mutex // protects path, ch
-	path string     // in the tree (one of its names); a rename moves it (moved)
-	ch   sfs.Chan
+	seat *seat // what its inode number serves; set at creation
 }
 
+// p is the node's path in the tree.
 func (n *node) p() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.path
+	n.seat.mu.Lock()
+	defer n.seat.mu.Unlock()
+	return n.seat.path
 }
 
 var (
@@ -351,16 +357,10 @@ func (n *node) OnForget() {
 	n.m.forget(n.p(), n.StableAttr().Ino)
 }
 
+// cur is the tree node the inode serves now.
 func (n *node) cur() sfs.Chan {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ch
-}
-
-func (n *node) setChan(c sfs.Chan) {
-	n.mu.Lock()
-	n.ch = c
-	n.mu.Unlock()
+	c, _ := n.seat.get()
+	return c
 }
 
 func fillAttr(a sfs.Attr, ino uint64, out *fuse.Attr) {
@@ -437,11 +437,12 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 // Getattr implements gofs.NodeGetattrer; the attributes found are those
 // later checks use.
 func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	c, err := n.cur().Refresh(caller(ctx))
+	c, gen := n.seat.get()
+	c, err := c.Refresh(caller(ctx))
 	if err != nil {
 		return errno(err)
 	}
-	n.setChan(c)
+	n.seat.restated(c, gen)
 	fillAttr(c.Attr(), n.StableAttr().Ino, &out.Attr)
 	return 0
 }
@@ -477,13 +478,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	return &handle{h: h, path: n.p(), cred: cred.Of(ctx)}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// child makes the inode of c, just looked up or created as name in n; an
-// existing inode for that path (or that identity: a hard link's other
-// name) is pointed at c.
+// child makes the inode of c, just looked up or created as name in n;
+// its inode number's seat serves c from now on, so an existing inode for
+// that path (or that identity: a hard link's other name), which go-fuse
+// gives the kernel in place of the one made here, serves c too.
 func (n *node) child(ctx context.Context, name string, c sfs.Chan, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	a := c.Attr()
 	p := path.Join(n.p(), name)
-	cn := &node{m: n.m, path: p, ch: c}
+	cn := &node{m: n.m}
 	var ino uint64
 	if a.Ino != 0 {
 		cn.pass, cn.scope, cn.obj = true, p, a.Ino
@@ -494,13 +496,11 @@ func (n *node) child(ctx context.Context, name string, c sfs.Chan, out *fuse.Ent
 	} else {
 		ino = n.m.ino(p)
 	}
+	cn.seat = n.m.seatOf(ino)
+	cn.seat.set(p, c)
 	fillAttr(a, ino, &out.Attr)
 	mode := sfs.UnixMode(a.Mode) &^ 0o7777
-	ch := n.NewInode(ctx, cn, gofs.StableAttr{Mode: mode, Ino: ino})
-	if cn, ok := ch.Operations().(*node); ok {
-		cn.setChan(c) // an existing inode serves the node just found
-	}
-	return ch, 0
+	return n.NewInode(ctx, cn, gofs.StableAttr{Mode: mode, Ino: ino}), 0
 }
 
 // Create implements gofs.NodeCreater for directories that are sfs.Creator

@@ -78,11 +78,7 @@ func (n *node) moved(name string, np *node, newName string) {
 // follow gives n (moved to name in dir) its new path p, then its
 // children theirs.
 func (n *node) follow(dir sfs.Node, name, p string) {
-	n.mu.Lock()
-	n.path = p
-	c := n.ch
-	n.mu.Unlock()
-	self := c.Node()
+	self := n.seat.move(p).Node()
 	if mv, ok := self.(sfs.Mover); ok && self != nil {
 		mv.Moved(dir, name)
 	}
@@ -99,9 +95,10 @@ func (n *node) follow(dir sfs.Node, name, p string) {
 func (m *Mount) movePaths(old, new string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for p := range m.inos {
+	for p, i := range m.inos {
 		if under(p, new) {
 			delete(m.inos, p)
+			delete(m.seats, i)
 		}
 	}
 	moved := map[string]uint64{}

@@ -50,7 +50,10 @@ type conn struct {
 	// written: p9 checks and uses their Twrites' offsets itself, so
 	// those frames keep theirs. Protected by mu.
 	xattrFids map[uint32]bool
-	flushes   flushOrder // Rflush after the flushed request's reply (flushorder.go); protected by mu
+	flushes   flushOrder  // Rflush after the flushed request's reply (flushorder.go); protected by mu
+	bounds    fidBounds   // what counts against the fid and open bounds (fidlimit.go); protected by mu
+	budget    *userBudget // shared with its user's other connections, or nil (budget.go); set before serving
+	counted   heldCounts  // c's part of budget; protected by mu
 }
 
 // inflight is one Tread or Twrite from its frame to its reply. p9 gives
@@ -94,6 +97,7 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, who cred.
 		reads:     map[uint16]*inflight{},
 		xattrFids: map[uint32]bool{},
 		flushes:   newFlushOrder(),
+		bounds:    newFidBounds(),
 	}
 	cn.unix, _ = c.(*net.UnixConn)
 	cn.ctx, cn.cancel = context.WithCancel(cred.With(ctx, who))
@@ -198,24 +202,38 @@ func (c *conn) interruptLocked(r *inflight) {
 // The frame observers, called by frameReader for every incoming request
 // before the p9 server sees it.
 
-func (c *conn) sawAttach(tag uint16, fid uint32, aname string) {
+// sawAttach notes an attach; it reports false, and notes nothing, when
+// the attach would take the connection past its fid bound (fidlimit.go).
+func (c *conn) sawAttach(tag uint16, fid uint32, aname string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.fidRoomLocked(tag, fid) {
+		return false
+	}
 	c.lastAname = aname
 	if _, busy := c.attaches[tag]; !busy {
 		c.attaches[tag] = fid
 	}
+	c.recountLocked()
+	return true
 }
 
-// sawWalk notes a walk from a fid p9 holds; p9 refuses the others.
-func (c *conn) sawWalk(tag uint16, fid, newfid uint32, names []string) {
+// sawWalk notes a walk from a fid p9 holds; p9 refuses the others. It
+// reports false, and notes nothing, when the walk would take the
+// connection past its fid bound.
+func (c *conn) sawWalk(tag uint16, fid, newfid uint32, names []string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.fidPaths[fid]
 	if _, busy := c.walks[tag]; !ok || busy {
-		return // p9 refuses a tag in use without a reply: keep the first
+		return true // p9 refuses a tag in use without a reply: keep the first
+	}
+	if !c.fidRoomLocked(tag, newfid) {
+		return false
 	}
 	c.walks[tag] = pendingWalk{newfid: newfid, path: path.Join(append([]string{p}, names...)...)}
+	c.recountLocked()
+	return true
 }
 
 // sawRead notes a Tread or Twrite of fid at offset off and returns the
@@ -264,6 +282,8 @@ func (c *conn) sawClunk(fid uint32) {
 	}
 	delete(c.fidPaths, fid)
 	delete(c.xattrFids, fid)
+	delete(c.bounds.open, fid)
+	c.recountLocked()
 }
 
 // sawReply ends the request with this tag: the fid of a successful
@@ -272,8 +292,9 @@ func (c *conn) sawClunk(fid uint32) {
 // It says whether the reply is an Rflush to hold until the reply of the
 // request it flushed is written (flushOrder), and returns the passed
 // read registered for the request, if any (passread.go), for the caller
-// to send or close.
-func (c *conn) sawReply(typ uint8, tag uint16) (hold bool, pass *passedRead) {
+// to send or close, and whether it is the Rlerror of a request refused
+// for a bound, whose errno the caller makes EMFILE (fidlimit.go).
+func (c *conn) sawReply(typ uint8, tag uint16) (hold bool, pass *passedRead, refused bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	hold = c.flushes.reply(typ, tag)
@@ -281,17 +302,21 @@ func (c *conn) sawReply(typ uint8, tag uint16) (hold bool, pass *passedRead) {
 		delete(c.attaches, tag)
 		if typ == msgRattach {
 			c.fidPaths[fid] = ""
+			delete(c.bounds.open, fid) // p9 put the new fid in its place
 		}
 	}
 	if w, ok := c.walks[tag]; ok {
 		delete(c.walks, tag)
 		if typ == msgRwalk || typ == msgRwalkgetattr {
 			c.fidPaths[w.newfid] = w.path
+			delete(c.bounds.open, w.newfid)
 		}
 	}
 	if r := c.reads[tag]; r != nil {
 		pass = r.pass
 	}
 	delete(c.reads, tag) // begun or not (refused before its handler ran)
-	return hold, pass
+	refused = c.bounds.replied(typ, tag)
+	c.recountLocked()
+	return hold, pass, refused
 }

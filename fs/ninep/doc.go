@@ -47,7 +47,10 @@
 // either limit is closed at accept (logged at most once a second). A
 // Tversion's msize is lowered to 512 KiB, the largest frame after attach.
 // Accept errors that pass (EMFILE, ENFILE, ENOBUFS, ENOMEM, ECONNABORTED)
-// are retried with a backoff instead of ending the listener.
+// are retried with a backoff instead of ending the listener. Attached,
+// a connection holds at most 2^20 fids and 4096 of them open
+// (fidlimit.go), and the connections of one unprivileged user of the
+// socket share a budget of the same size (budget.go).
 //
 // QID paths (ident.go): a generated file's come from one
 // qids.PathGenerator per Server, one per tree path, so a file keeps its

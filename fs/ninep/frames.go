@@ -12,6 +12,11 @@ import (
 
 // 9P2000.L requests and replies that the connection watches (p9/p9.go).
 const (
+	msgRlerror      = 7
+	msgTlopen       = 12
+	msgRlopen       = 13
+	msgTlcreate     = 14
+	msgRlcreate     = 15
 	msgTxattrcreate = 32
 	msgTversion     = 100
 	msgTauth        = 102
@@ -156,8 +161,8 @@ func (c *conn) observe(frame []byte) {
 		d.u32() // afid
 		d.str() // uname
 		aname := d.str()
-		if d.ok {
-			c.sawAttach(tag, fid, aname)
+		if d.ok && !c.sawAttach(tag, fid, aname) {
+			refuseFrame(frame)
 		}
 	case msgTwalk, msgTwalkgetattr:
 		fid, newfid := d.u32(), d.u32()
@@ -166,8 +171,12 @@ func (c *conn) observe(frame []byte) {
 		for i := 0; i < n && d.ok; i++ {
 			names = append(names, d.str())
 		}
-		if d.ok {
-			c.sawWalk(tag, fid, newfid, names)
+		if d.ok && !c.sawWalk(tag, fid, newfid, names) {
+			refuseFrame(frame)
+		}
+	case msgTlopen, msgTlcreate:
+		if fid := d.u32(); d.ok && !c.sawOpen(tag, fid) {
+			refuseFrame(frame)
 		}
 	case msgTread, msgTwrite:
 		// size[4] type[1] tag[2] fid[4] offset[8] ...: the offset p9
@@ -209,6 +218,9 @@ type replyWriter struct {
 	size uint32      // the current reply's size, once its header is whole
 	tag  uint16      // the current reply's
 	pass *passedRead // the current reply's passed read: an Rreadfd goes in its place
+	// refused: the current reply is the Rlerror of a request refused
+	// for a bound, sent with EMFILE (fidlimit.go).
+	refused bool
 }
 
 // replyKeep bounds the buffer a replyWriter keeps between replies, and
@@ -250,7 +262,8 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 func (w *replyWriter) header() (done bool, err error) {
 	typ, tag := w.buf[4], binary.LittleEndian.Uint16(w.buf[5:])
 	w.tag, w.size = tag, max(binary.LittleEndian.Uint32(w.buf), 7)
-	hold, pass := w.c.sawReply(typ, tag)
+	hold, pass, refused := w.c.sawReply(typ, tag)
+	w.refused = refused
 	if pass != nil && (typ != msgRread || w.size == 7) {
 		unix.Close(pass.fd) // not read after all (an Rlerror)
 		pass = nil
@@ -280,6 +293,9 @@ func (w *replyWriter) send(last []byte) error {
 		w.pass = nil
 	} else if len(last) <= replyKeep {
 		w.buf = append(w.buf, last...)
+		if w.refused {
+			emfile(w.buf)
+		}
 		_, err = w.w.Write(w.buf)
 	} else if _, err = w.w.Write(w.buf); err == nil {
 		_, err = w.w.Write(last)

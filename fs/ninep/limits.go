@@ -27,6 +27,8 @@ type limits struct {
 	authTimeout   time.Duration // from accept to a successful attach
 	perHost       int           // unattached connections per remote host, per listener
 	total         int           // unattached connections per listener
+	fids          int           // fids an attached connection may hold (fidlimit.go)
+	opens         int           // of them open at a time (each an open file of the daemon's)
 }
 
 // defaultLimits: a Linux or p9 client sends Tversion and Tattach, each
@@ -37,6 +39,8 @@ var defaultLimits = limits{
 	authTimeout:   10 * time.Second,
 	perHost:       8,
 	total:         64,
+	fids:          defaultFids,
+	opens:         defaultOpens,
 }
 
 // preAuthType reports whether a request of type t may come before attach.

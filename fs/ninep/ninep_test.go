@@ -77,14 +77,20 @@ func (r *raw) recv() (uint8, uint16, []byte) {
 	return hdr[4], binary.LittleEndian.Uint16(hdr[5:]), body
 }
 
-// open negotiates msize, attaches (fid 1) and opens the root's file
-// name read-only as fid 2, with tags 1 to 3.
-func (r *raw) open(msize uint32, name string) {
+// attach negotiates msize and attaches the root as fid 1, with tag 1.
+func (r *raw) attach(msize uint32) {
 	r.t.Helper()
 	r.send(tver, noTag, msize, "9P2000.L")
 	r.expect(rver, noTag)
 	r.send(tattch, 1, uint32(1), noFID, "", "", noFID)
 	r.expect(rattch, 1)
+}
+
+// open attaches (fid 1) and opens the root's file name read-only as
+// fid 2, with tags 1 to 3.
+func (r *raw) open(msize uint32, name string) {
+	r.t.Helper()
+	r.attach(msize)
 	r.send(twalk, 2, uint32(1), uint32(2), uint16(1), name)
 	r.expect(rwalk, 2)
 	r.send(tlopen, 3, uint32(2), uint32(0))
@@ -101,7 +107,6 @@ func (r *raw) expect(typ uint8, tag uint16) []byte {
 }
 
 const (
-	noFID  = ^uint32(0)
 	noTag  = ^uint16(0)
 	tlopen = 12
 	rlopen = 13

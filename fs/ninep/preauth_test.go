@@ -397,10 +397,7 @@ func TestFailedWalksLeaveNoFid(t *testing.T) {
 	}()
 	defer func() { cc.Close(); <-done }()
 	r := &raw{t: t, c: cc}
-	r.send(tver, noTag, uint32(8192), "9P2000.L")
-	r.expect(rver, noTag)
-	r.send(tattch, 1, uint32(1), noFID, "", "", noFID)
-	r.expect(rattch, 1)
+	r.attach(8192)
 	for i := range 100 {
 		r.send(twalk, 2, uint32(1), uint32(100+i), uint16(1), fmt.Sprintf("nosuch%d", i))
 		r.expect(rlerr, 2)

@@ -35,6 +35,9 @@ type Server struct {
 	paths    qids.PathGenerator
 	mu       sync.Mutex        // protects qidPaths
 	qidPaths map[string]uint64 // tree path -> QID path
+
+	budgetMu sync.Mutex             // protects budgets
+	budgets  map[uint32]*userBudget // uid -> its connections' budget (fidlimit.go)
 }
 
 // NewServer returns a server for root. log may be nil (discard).
@@ -42,7 +45,7 @@ func NewServer(root sfs.Dir, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{root: root, log: log, lim: defaultLimits, ioUnit: iounit, qidPaths: map[string]uint64{}}
+	return &Server{root: root, log: log, lim: defaultLimits, ioUnit: iounit, qidPaths: map[string]uint64{}, budgets: map[uint32]*userBudget{}}
 }
 
 // SetIOUnit sets the iounit the server gives clients at each open (the
@@ -133,7 +136,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, token string) {
 // as who, without a token and without asking the socket (a guest agent
 // serving its host over vsock: root).
 func (s *Server) ServeConnAs(ctx context.Context, c net.Conn, who cred.Cred) {
-	s.serveConnAs(ctx, c, "", who, nil)
+	s.serveConnAs(ctx, c, "", who, nil, false)
 }
 
 func (s *Server) serveConn(ctx context.Context, c net.Conn, token string, release func()) {
@@ -146,11 +149,17 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, token string, releas
 		}
 		return
 	}
-	s.serveConnAs(ctx, c, token, who, release)
+	s.serveConnAs(ctx, c, token, who, release, true)
 }
 
-func (s *Server) serveConnAs(ctx context.Context, c net.Conn, token string, who cred.Cred, release func()) {
+// serveConnAs serves c as who; shared: c counts against who's budget
+// (fidlimit.go).
+func (s *Server) serveConnAs(ctx context.Context, c net.Conn, token string, who cred.Cred, release func(), shared bool) {
 	cn := newConn(ctx, s, c, token, who, release)
+	if shared {
+		s.joinBudget(cn, who)
+		defer s.leaveBudget(cn)
+	}
 	defer cn.release()
 	defer cn.cancel()
 	defer cn.closePasses()

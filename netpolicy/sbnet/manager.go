@@ -15,6 +15,7 @@ import (
 
 	"sandfs/ctl/msg"
 	"sandfs/netpolicy"
+	"sandfs/netpolicy/spares"
 	vnet "sandfs/vmm/virtio/net"
 )
 
@@ -48,10 +49,11 @@ const (
 // Manager makes and removes sandbox networks (package doc).
 type Manager struct {
 	log    *slog.Logger
-	hostNS netns.NsHandle    // the host's namespace (the daemon's, or a test's)
-	host   *netlink.Handle   // netlink in hostNS
-	mu     sync.Mutex        // serializes the choice of transit slots
-	spares *netpolicy.Spares // filters loaded ahead (KeepSpares); nil: each network loads its own
+	hostNS netns.NsHandle     // the host's namespace (the daemon's, or a test's)
+	host   *netlink.Handle    // netlink in hostNS
+	mu     sync.Mutex         // serializes the choice of transit slots
+	spares *netpolicy.Spares  // filters loaded ahead (KeepSpares); nil: each network loads its own
+	nets   *spares.Pool[*Net] // networks made ahead (KeepSpares); nil: each is made when asked for
 }
 
 // NewManager prepares the host (ip_forward, the host's NAT table) and
@@ -93,17 +95,59 @@ func NewManagerIn(hostNS netns.NsHandle, log *slog.Logger) (*Manager, error) {
 	return m, nil
 }
 
-// KeepSpares keeps n filters loaded ahead of the networks that will
-// need them (netpolicy.Spares): a new network takes one rather than
-// wait for the kernel to load and verify its program. Call it before
-// the first network is made.
+// KeepSpares keeps n networks made ahead (package spares), and n
+// filters loaded ahead of the networks made when asked for (a member of
+// a group, a burst that took every spare network): a new sandbox takes
+// a spare network and only sets its policy, rather than wait for a
+// namespace, its NAT tables (most of a network's making: RCU grace
+// periods as netfilter hooks register) and the kernel's verifier of its
+// filter. A spare network is made as Create makes one, with the
+// default-deny policy, and nothing holds its tap until it is taken; its
+// replacement is made at the daemon's priority (netpolicy/spares: a
+// niced make holding m.mu stalled every new in a loaded lab).
+// Call it before the first network is made.
 func (m *Manager) KeepSpares(n int) error {
 	s, err := netpolicy.NewSpares(n)
 	if err != nil {
 		return err
 	}
 	m.spares = s
+	deny, err := netpolicy.Parse(nil)
+	if err != nil {
+		return err
+	}
+	// Not niced: a network's making holds m.mu (its transit slot),
+	// which every network being made for a sandbox waits for.
+	nets, err := spares.New(n, false, func() (*Net, error) { return m.build("spare", deny, netip.Addr{}) }, func(n *Net) {
+		if err := n.Remove(); err != nil {
+			m.log.Warn("net: remove a spare network", "err", err)
+		}
+	})
+	if err != nil {
+		s.Close()
+		m.spares = nil
+		return err
+	}
+	m.nets = nets
 	return nil
+}
+
+// takeSpare is a spare network named name with policy p in force, made
+// now if none is ready.
+func (m *Manager) takeSpare(name string, p *netpolicy.Policy) (*Net, error) {
+	n, err := m.nets.Take()
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.Name, n.policy = name, p
+	err = n.applyLocked()
+	n.mu.Unlock()
+	if err != nil {
+		n.Remove()
+		return nil, err
+	}
+	return n, nil
 }
 
 // loadFilter is a loaded filter for a new network: a spare if any.
@@ -114,9 +158,12 @@ func (m *Manager) loadFilter() (*netpolicy.Filter, error) {
 	return netpolicy.Load()
 }
 
-// Close closes the manager's handles and frees its spare filters; its
-// networks stay.
+// Close closes the manager's handles and frees its spare networks and
+// filters; its networks stay.
 func (m *Manager) Close() {
+	if m.nets != nil {
+		m.nets.Close()
+	}
 	if m.spares != nil {
 		m.spares.Close()
 	}
@@ -141,7 +188,14 @@ func (m *Manager) CreateMember(name string, p *netpolicy.Policy, member netip.Ad
 		if _, _, ok := GroupOf(member); !ok {
 			return nil, msg.Errorf(syscall.EINVAL, "net: %s: member address %s not in %s", name, member, GroupPool)
 		}
+	} else if m.nets != nil {
+		return m.takeSpare(name, p)
 	}
+	return m.build(name, p, member)
+}
+
+// build makes network name as CreateMember says.
+func (m *Manager) build(name string, p *netpolicy.Policy, member netip.Addr) (n *Net, err error) {
 	n = &Net{Name: name, log: m.log, host: m.host, policy: p, slot: -1, member: member}
 	n.ns, err = NewNS(func() error {
 		tap, _, err := vnet.OpenTap(tapName)

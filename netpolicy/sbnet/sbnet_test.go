@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,22 +69,80 @@ func mustParse(t *testing.T, s string) *netpolicy.Policy {
 	return p
 }
 
+// TestSpareNetworks: with spares kept, a new network is a spare taken,
+// named and given its policy (a spare filter is in it), and replaced in
+// the background; a group member's network is made for it; closing the
+// manager removes the spares (no host link is left once the networks
+// in use are removed too).
+func TestSpareNetworks(t *testing.T) {
+	m, _ := newManager(t)
+	if err := m.KeepSpares(1); err != nil {
+		t.Fatal(err)
+	}
+	waitNets := func(ready int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if r, making, _ := m.nets.Stats(); r == ready && making == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				r, making, _ := m.nets.Stats()
+				t.Fatalf("%d spare networks ready, %d being made; want %d, 0", r, making, ready)
+			}
+		}
+	}
+	waitNets(1)
+	if _, _, taken := m.spares.Stats(); taken != 1 {
+		t.Errorf("%d spare filters taken; want 1 (the spare network's)", taken)
+	}
+	p := mustParse(t, "allow 192.0.2.0/24")
+	a, err := m.Create("a.1", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Remove()
+	if _, _, taken := m.nets.Stats(); taken != 1 || a.Name != "a.1" || a.Policy() != p {
+		t.Errorf("spare networks taken %d, name %q, policy %v; want 1, a.1, the one given", taken, a.Name, a.Policy())
+	}
+	if tap := a.TakeTap(); tap == nil {
+		t.Error("a spare network without its tap")
+	} else {
+		tap.Close()
+	}
+	if c, err := a.Counters(); err != nil || len(c) == 0 {
+		t.Errorf("the taken network's filter: %v, %v", c, err)
+	}
+	waitNets(1) // its replacement
+	member, err := m.CreateMember("g.1", mustParse(t, ""), netip.MustParseAddr("100.126.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, taken := m.nets.Stats(); taken != 1 {
+		t.Errorf("a group member took a spare network (%d taken)", taken)
+	}
+	member.Remove()
+	a.Remove()
+	m.nets.Close() // as Manager.Close does
+	links, err := m.host.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, hostPrefix) {
+			t.Errorf("host link %s left after Close", l.Attrs().Name)
+		}
+	}
+}
+
 // TestCreateRemove: a network has its namespace (tap0 with the gateway
 // address and the filter, up0 with a default route), the host side of
 // its veth on the first free slot, both NAT tables; Remove leaves none of
 // it, and a second network takes the next slot while the first lives.
-// The first takes the manager's spare filter.
 func TestCreateRemove(t *testing.T) {
 	m, h := newManager(t)
-	if err := m.KeepSpares(1); err != nil {
-		t.Fatal(err)
-	}
 	a, err := m.Create("a.1", mustParse(t, "allow 192.0.2.0/24"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, taken := m.spares.Stats(); taken != 1 {
-		t.Errorf("%d spare filters taken by the first network; want 1", taken)
 	}
 	b, err := m.Create("b.1", mustParse(t, ""))
 	if err != nil {

@@ -132,6 +132,11 @@ func serve(log *slog.Logger, c serveConfig) error {
 	if err := os.MkdirAll(c.state, 0o700); err != nil {
 		return err
 	}
+	if n, err := raiseFileLimit(); err != nil {
+		log.Warn("serve: open files limit", "limit", n, "err", err)
+	} else {
+		log.Info("serve: open files limit", "limit", n)
+	}
 	rt, noRuntime, err := vmmRuntime(log, c)
 	if err != nil {
 		return err
@@ -211,6 +216,13 @@ func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime stri
 		vr.Binary = vmmproc.FindBinary() // bin/sandfs-vmm; "": this binary's `vmm`
 		vr.CacheDir = filepath.Join(c.state, "templates")
 		vr.Detached = true // sandboxes outlive the daemon; the next one re-attaches them
+		// One VMM process started ahead (vmmproc.Spares); it ends with
+		// the daemon (its socket closes).
+		if sp, err := vmmproc.NewSpares(vr.Binary, vr.Jail.Namespaces, 1); err != nil {
+			log.Warn("serve: no spare VMM processes", "err", err)
+		} else {
+			vr.Spares = sp
+		}
 		withNetworks(log, vr, c.resolver)
 		if err := vr.UseIDs(c.vmmUIDs); err != nil {
 			return nil, "", err

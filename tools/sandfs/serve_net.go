@@ -25,8 +25,9 @@ func withNetworks(log *slog.Logger, vr *ctl.VMMRuntime, upstream string) {
 		log.Warn("serve: sandboxes have no network", "why", err)
 		return
 	}
-	// Two spare filters: a new sandbox's network takes one rather than
-	// wait for the kernel to verify the egress program (docs/network.md).
+	// Two spare networks and two spare filters: a new sandbox takes a
+	// network made ahead rather than wait for its namespace, NAT tables
+	// and the kernel's verifier of its filter (docs/network.md).
 	if err := m.KeepSpares(2); err != nil {
 		log.Warn("serve: sandboxes have no network", "why", err)
 		m.Close()

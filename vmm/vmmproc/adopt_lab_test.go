@@ -29,6 +29,12 @@ func TestAdoptDetached(t *testing.T) {
 		t.Fatalf("Adopt: %v (log: %s)", err, readTail(cfg.LogFile))
 	}
 	defer p.Kill()
+	// Its stderr to vmm.log again, as the daemon does: a guest reset
+	// logged from here on (a lab fault) is then in the failure's output,
+	// which is how the lab's runner tells it from a test's failure.
+	if err := p.ReadLog(cfg.LogFile); err != nil {
+		t.Fatalf("ReadLog: %v", err)
+	}
 	if p.Pid() != pid {
 		t.Errorf("adopted pid %d; the parent launched %d", p.Pid(), pid)
 	}

@@ -79,6 +79,20 @@ func attack(cfg *Config, w io.Writer) {
 	}
 	fmt.Fprintf(w, "attack root: %s\n", strings.Join(names, " "))
 	fmt.Fprintf(w, "attack env: %d\n", len(os.Environ()))
+	// Descriptors without end (each costs the host's kernel memory):
+	// how many it could open is checked against the VMM's bound.
+	var fds []int
+	for len(fds) < 1<<20 {
+		fd, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		fds = append(fds, fd)
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	fmt.Fprintf(w, "attack files: %d\n", len(fds))
 
 	// Another sandbox's files: its disk, its logs, its agent's socket.
 	o := p.Other

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sandfs/ctl/msg"
+	"sandfs/snapshot"
 	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
 	"sandfs/vmm/tailbuf"
@@ -53,7 +54,17 @@ type Process struct {
 	// both nil otherwise.
 	logPipe   *os.File
 	logCopied <-chan struct{}
+	// launched is where Launch's time went (LaunchPhases); nil for an
+	// adopted process.
+	launched snapshot.Timing
 }
+
+// LaunchPhases says where Launch's time went: making the process's files
+// and cgroup (prepare), starting it (spawn: clone into its namespaces
+// and exec), the start gate, and its start until it answered on its
+// control socket (answer: the VMM logs its own phases of that,
+// "vmm: started"). "" for an adopted process.
+func (p *Process) LaunchPhases() string { return p.launched.String() }
 
 // DefaultStopTimeout bounds Stop when the context has no deadline.
 const DefaultStopTimeout = 5 * time.Second

@@ -84,10 +84,13 @@ func waitGate() error {
 
 // confineSelf applies the rest of cfg.Jail once the machine and its
 // devices exist (the root, if any, was entered before: enterJail), in
-// order: private mounts, the jail's devices gone, uid/gid, no_new_privs,
-// seccomp.
+// order: the open files bound, private mounts, the jail's devices gone,
+// uid/gid, no_new_privs, seccomp.
 func confineSelf(cfg *Config) error {
 	j := cfg.Jail
+	if err := capFiles(); err != nil {
+		return fmt.Errorf("confine: %w", err)
+	}
 	if j.Namespaces {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("confine: make mounts private: %w", err)
@@ -128,3 +131,28 @@ func confineSelf(cfg *Config) error {
 // binary, run as the VMM, then plays a compromised VMM (attack_test.go).
 // The sandfs binary never sets it.
 var afterConfine func(cfg *Config)
+
+// maxFiles bounds a VMM's open files, soft and hard: the daemon raises
+// its own bound to the kernel's (it holds files for every sandbox: see
+// tools/sandfs), and a VMM, which inherits it, needs a few dozen (its
+// KVM and vCPU fds, disks, tap, sockets; one a guest's vsock connection).
+// Hard as well, so that a VMM a guest took over cannot raise it: what it
+// holds costs the host's kernel memory.
+const maxFiles = 4096
+
+// capFiles lowers the process's RLIMIT_NOFILE to maxFiles, or leaves it
+// where it is lower.
+func capFiles() error {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return fmt.Errorf("open files limit: %w", err)
+	}
+	n := min(r.Max, maxFiles)
+	if r.Cur == n && r.Max == n {
+		return nil
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+		return fmt.Errorf("open files limit %d: %w", n, err)
+	}
+	return nil
+}

@@ -9,6 +9,7 @@
 //	devices.go     the virtio devices of a Config, added to the machine
 //	control.go     the control tree and its server; ctlfile.go, statusfile.go, errfile.go its files
 //	launch.go      Launch and reap (the daemon's side)
+//	spare.go       Spares: processes started ahead that a launch hands its files to; sparemain.go their side
 //	client.go      Process: the control requests, Stop, Wait
 //	adopt.go       Adopt and EndOrphan: a Detached process found again after a daemon restart
 //	session.go     the client's 9P session with the control tree (fs/ninep's Remote)

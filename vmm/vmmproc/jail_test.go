@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -182,6 +183,10 @@ func checkAttacks(t *testing.T, out string, cfg *Config, lns []net.Listener, bef
 		case "env":
 			if env && r.text != "0" {
 				t.Errorf("the VMM's environment has %s variables; want none", r.text)
+			}
+		case "files":
+			if n, err := strconv.Atoi(r.text); err != nil || n >= maxFiles {
+				t.Errorf("the VMM opened %s more files; want fewer than its bound, %d", r.text, maxFiles)
 			}
 		default:
 			if !r.refused {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"sandfs/snapshot"
 	"sandfs/vmm"
 	"sandfs/vmm/cgroup"
 	"sandfs/vmm/tailbuf"
@@ -27,22 +28,50 @@ import (
 // in its own session instead, outlives its parent, and is found again by
 // Adopt (adopt.go): Launch records its identity beside the socket before
 // it lets it run (start gate).
-func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
+func Launch(ctx context.Context, cfg Config) (*Process, error) {
+	return launch(ctx, cfg, nil)
+}
+
+// launch is Launch, with spare (if not nil: Spares) as the process
+// instead of a new one, unless it turns out dead.
+func launch(ctx context.Context, cfg Config, spare *spare) (p *Process, err error) {
 	bin, err := cfg.launchable()
 	if err != nil {
+		if spare != nil {
+			spare.end()
+		}
 		return nil, fmt.Errorf("launch: %w", err)
 	}
 	sp := &spawn{}
 	defer sp.close()
+	var tm snapshot.Timing
+	t := snapshot.Now()
 	p, err = prepare(&cfg, bin, sp)
 	if sp.gate != nil {
 		defer sp.gate.Close()
 	}
 	if err != nil {
+		if spare != nil {
+			spare.end() // not handed over: it would wait for nothing
+		}
 		return nil, fmt.Errorf("launch: %w", err)
 	}
-	if err := p.start(sp); err != nil {
-		return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
+	tm.Mark("prepare", &t)
+	if spare != nil {
+		handed, err := p.startSpare(sp, spare, &tm, &t)
+		if handed && err != nil {
+			return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
+		}
+		if !handed {
+			spare.end() // dead, or not reading: a new process instead
+			spare = nil
+		}
+	}
+	if spare == nil {
+		if err := p.start(sp); err != nil {
+			return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
+		}
+		tm.Mark("spawn", &t)
 	}
 	// The child has its files: without our copy of the listener, a
 	// connection waiting in its backlog fails as soon as the child dies.
@@ -63,11 +92,14 @@ func Launch(ctx context.Context, cfg Config) (p *Process, err error) {
 		if _, err := sp.gate.Write([]byte{1}); err != nil {
 			return nil, fmt.Errorf("launch: start gate: %w", err)
 		}
+		tm.Mark("gate", &t)
 	}
 	// Wait until the process serves its control socket (after boot starts).
 	if _, err := p.Status(ctx); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
+	tm.Mark("answer", &t)
+	p.launched = tm
 	return p, nil
 }
 

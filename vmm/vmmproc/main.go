@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sandfs/snapshot"
 	"sandfs/vmm"
 	"sandfs/vmm/virtio/blk"
 )
@@ -56,6 +57,16 @@ func exitCode(r vmm.ExitReason) int {
 // guest-init` and `sandfs vmm bench`, the benchmark guest's init and the
 // benchmark, are dispatched before it, in tools/sandfs/cmd_vmm.go.)
 func Main(args []string) int {
+	if len(args) == 2 && args[0] == spareArg {
+		// A spare (spare.go): its arguments and descriptors come later.
+		a, err := awaitHandoff()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vmm: %v\n", err)
+			return codeUsage
+		}
+		retitle(a)
+		args = a
+	}
 	fs := flag.NewFlagSet("vmm", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "JSON config file (vmmproc.Config)")
 	console := fs.Bool("console", false, "fd 4 is the console log (Launch passes it; without the flag fd 4 may be the Go runtime's own)")
@@ -95,13 +106,18 @@ func Main(args []string) int {
 // epoll fd there. The order matters: the jail is entered before anything
 // in it is opened (build), privileges are dropped once everything is
 // open and before the guest runs.
+// Where its start's time went is logged ("vmm: started", phases), as a
+// snapshot's is.
 func run(cfg *Config, log *slog.Logger, console, gate bool) (vmm.ExitReason, error) {
+	var tm snapshot.Timing
+	t := snapshot.Now()
 	if gate {
 		if err := waitGate(); err != nil {
 			return vmm.ExitError, err
 		}
+		tm.Mark("gate", &t)
 	}
-	m, img, st, cows, err := build(cfg, log, console)
+	m, img, st, cows, err := build(cfg, log, console, &tm, &t)
 	if err != nil {
 		return vmm.ExitError, err
 	}
@@ -113,9 +129,12 @@ func run(cfg *Config, log *slog.Logger, console, gate bool) (vmm.ExitReason, err
 	if err := confineSelf(cfg); err != nil {
 		return vmm.ExitError, err
 	}
+	tm.Mark("confine", &t)
 	if err := start(m, cfg, img, st); err != nil {
 		return vmm.ExitError, err
 	}
+	tm.Mark("start", &t)
+	log.Info("vmm: started", "restore", cfg.Restore != "", "phases", tm.String())
 	return serve(diskMachine{m, cows}, cfg, log, ln)
 }
 
@@ -136,7 +155,8 @@ func (i images) unmap() {
 // with the images it will load; for a restore, with the state to restore;
 // and its copy-on-write disks (addDevices).
 // A jailed process enters its jail here, before it opens anything in it.
-func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *vmm.State, []*blk.COW, error) {
+// Its steps are marked in tm (from *t).
+func build(cfg *Config, log *slog.Logger, console bool, tm *snapshot.Timing, t *snapshot.Stamp) (*vmm.Machine, images, *vmm.State, []*blk.COW, error) {
 	var img images
 	mc := vmm.MachineConfig{MemBytes: cfg.MemBytes, CPUs: cfg.CPUs, Cmdline: cfg.Cmdline, Log: log}
 	if console {
@@ -179,6 +199,7 @@ func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *
 		if err := checkRestoreChain(cfg); err != nil {
 			return nil, img, nil, nil, err
 		}
+		tm.Mark("jail", t)
 	}
 	if cfg.Vsock != nil {
 		// Sockets too long for a sockaddr_un (107 bytes: a sandbox's
@@ -196,16 +217,19 @@ func build(cfg *Config, log *slog.Logger, console bool) (*vmm.Machine, images, *
 			return nil, img, nil, nil, err
 		}
 		mc.MemFile = cfg.Restore + "/" + vmm.MemoryFile
+		tm.Mark("state", t)
 	}
 	m, err := vmm.NewMachine(mc)
 	if err != nil {
 		return nil, img, nil, nil, err
 	}
+	tm.Mark("machine", t)
 	cows, err := addDevices(m, cfg)
 	if err != nil {
 		m.Close()
 		return nil, img, nil, nil, err
 	}
+	tm.Mark("devices", t)
 	return m, img, st, cows, nil
 }
 
