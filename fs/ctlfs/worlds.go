@@ -204,7 +204,25 @@ func (e errNode) Stat(context.Context) (sfs.Attr, error) { return sfs.Attr{}, e.
 
 // OpenWorld is the daemon's ctl.WorldOpener: package world's union; an
 // unsafe-rw world writes as its owner (their uid and gid; World.WriteAs).
+// A guest's connection to it holds at most the 9P server's default of
+// open files (4096); WorldOpener sets another.
 func OpenWorld(lower, dir, mode string, owner cred.Owner) (ctl.WorldBackend, error) {
+	return openWorld(lower, dir, mode, owner, 0)
+}
+
+// WorldOpener is OpenWorld with a guest's connection to a world bounded
+// to guestOpens open files (ninep.Server.SetOpenBound; 0: the default),
+// the daemon's --guest-open-files. A bound out of range is an error.
+func WorldOpener(guestOpens int) (ctl.WorldOpener, error) {
+	if guestOpens < 0 || guestOpens > ninep.MaxOpenBound {
+		return nil, fmt.Errorf("guest open files %d: want 1-%d (0: the default)", guestOpens, ninep.MaxOpenBound)
+	}
+	return func(lower, dir, mode string, owner cred.Owner) (ctl.WorldBackend, error) {
+		return openWorld(lower, dir, mode, owner, guestOpens)
+	}, nil
+}
+
+func openWorld(lower, dir, mode string, owner cred.Owner, guestOpens int) (ctl.WorldBackend, error) {
 	m, err := world.ParseMode(mode)
 	if err != nil {
 		return nil, err
@@ -217,11 +235,14 @@ func OpenWorld(lower, dir, mode string, owner cred.Owner) (ctl.WorldBackend, err
 		w.Close()
 		return nil, err
 	}
-	return &worldBackend{w}, nil
+	return &worldBackend{w: w, guestOpens: guestOpens}, nil
 }
 
 // worldBackend is a world's data for ctl: package world's World.
-type worldBackend struct{ w *world.World }
+type worldBackend struct {
+	w          *world.World
+	guestOpens int // open files a guest's connection may hold; 0: ninep's default
+}
 
 var _ ctl.WorldBackend = (*worldBackend)(nil)
 
@@ -282,6 +303,13 @@ func (b *worldBackend) ServeConn(ctx context.Context, c net.Conn, who cred.Cred,
 	srv.SetIOUnit(0)
 	srv.SetPassReads(true)
 	srv.SetIDMap(&ninep.IDMap{Host: who.Owner(), Guest: guest.User})
+	if b.guestOpens != 0 {
+		if err := srv.SetOpenBound(b.guestOpens); err != nil {
+			log.Error("world: " + err.Error())
+			c.Close()
+			return
+		}
+	}
 	srv.ServeConnAs(ctx, c, who)
 }
 

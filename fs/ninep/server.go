@@ -55,6 +55,21 @@ func NewServer(root sfs.Dir, log *slog.Logger) *Server {
 // real files (a world's union) is read faster in fewer, larger reads.
 func (s *Server) SetIOUnit(n uint32) { s.ioUnit = n }
 
+// MaxOpenBound is the most a connection may be allowed to hold open
+// (SetOpenBound): the bound on all its fids.
+const MaxOpenBound = defaultFids
+
+// SetOpenBound sets how many fids each attached connection may hold
+// open at a time (fidlimit.go; default 4096), before it serves. A
+// bound outside 1..MaxOpenBound is an error and changes nothing.
+func (s *Server) SetOpenBound(n int) error {
+	if n < 1 || n > MaxOpenBound {
+		return fmt.Errorf("9p: open fids bound %d: want 1-%d", n, MaxOpenBound)
+	}
+	s.lim.opens = n
+	return nil
+}
+
 // qidPath returns the QID path the server makes for tree path p, the
 // same for the life of the server.
 func (s *Server) qidPath(p string) uint64 {

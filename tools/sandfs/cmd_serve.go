@@ -73,6 +73,7 @@ func runServe(args []string) int {
 	var retain ctl.Retention
 	fl.IntVar(&retain.Keep, "snapshot-keep", 0, "keep at most this many snapshots of each sandbox, the newest; older ones are removed as rm removes them, except one a sandbox stands on (docs/snapshots.md \"Retention\"); 0: no limit")
 	fl.DurationVar(&retain.MaxAge, "snapshot-max-age", 0, "remove snapshots older than this (e.g. 168h), with the same exceptions; 0: no limit")
+	guestOpens := fl.Int("guest-open-files", 4096, "files a guest may hold open at a time on its /workspace (its 9P connection's bound on open fids; past it, EMFILE), 1-1048576")
 	vmmUIDs := ctl.DefaultVMMIDs
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {
@@ -80,7 +81,7 @@ func runServe(args []string) int {
 	}
 	mountGiven := false
 	fl.Visit(func(f *flag.Flag) { mountGiven = mountGiven || f.Name == "mount" })
-	if fl.NArg() != 0 || retain.Keep < 0 || retain.MaxAge < 0 {
+	if fl.NArg() != 0 || retain.Keep < 0 || retain.MaxAge < 0 || *guestOpens < 1 || *guestOpens > ninep.MaxOpenBound {
 		fmt.Fprintln(os.Stderr, "usage: sandfs serve [flags]")
 		fl.PrintDefaults()
 		return 2
@@ -96,7 +97,7 @@ func runServe(args []string) int {
 	if err := serve(log, serveConfig{
 		state: *state, listens: listens, mount: *mnt, mountOptional: !mountGiven, tokenFile: *tokenFile,
 		kernel: *kernel, templates: *templates, vmmUIDs: vmmUIDs, group: *group,
-		e2b: *e2bAddr, e2bKeys: *e2bKeys, resolver: *resolver, retain: retain,
+		e2b: *e2bAddr, e2bKeys: *e2bKeys, resolver: *resolver, retain: retain, guestOpens: *guestOpens,
 	}); err != nil {
 		log.Error("serve: " + err.Error())
 		return 1
@@ -118,6 +119,7 @@ type serveConfig struct {
 	e2b           string // --e2b address, "" for none
 	e2bKeys       string // --e2b-keys file
 	retain        ctl.Retention
+	guestOpens    int // --guest-open-files; 0: ninep's default
 }
 
 // serve runs the daemon until SIGINT or SIGTERM: the control plane and
@@ -137,6 +139,10 @@ func serve(log *slog.Logger, c serveConfig) error {
 	} else {
 		log.Info("serve: open files limit", "limit", n)
 	}
+	opener, err := ctlfs.WorldOpener(c.guestOpens)
+	if err != nil {
+		return err
+	}
 	rt, noRuntime, err := vmmRuntime(log, c)
 	if err != nil {
 		return err
@@ -150,7 +156,7 @@ func serve(log *slog.Logger, c serveConfig) error {
 		plane.SetRetention(c.retain)
 		log.Info("serve: snapshot retention", "keep", c.retain.Keep, "max_age", c.retain.MaxAge)
 	}
-	plane.SetWorldOpener(ctlfs.OpenWorld)
+	plane.SetWorldOpener(opener)
 	defer plane.Close()
 	tree := ctlfs.New(plane, log)
 	gid := -1
