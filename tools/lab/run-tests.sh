@@ -16,7 +16,12 @@
 # while each failure shows a signature; the binary passes only if they all
 # pass in the end. Every rerun is printed as a "lab rerun:" line and
 # collected in the digest at the end. A failure without a signature, or a
-# failure of the last rerun, is final.
+# failure of the last rerun, is final; when that failure too showed a
+# lab fault, a line "lab fault, final: BINARY DIR TESTS" says so, and
+# test-lab.sh runs those tests once more in a new lab boot (the faults
+# come in spells: a CI run's lab faulted one test three times running).
+# A manifest line may name the tests to run as a third field
+# ("TestA|TestB"), as test-lab.sh's does for that boot.
 manifest=$1
 bindir=$(dirname "$manifest")
 maxRerun=4
@@ -119,12 +124,16 @@ note() {
 }
 
 fail=0
-while read -r name dir; do
+while read -r name dir only; do
 	[ -n "$name" ] || continue
-	echo "=== $stage: $dir ($name)"
+	echo "=== $stage: $dir ($name${only:+: $only})"
 	log=/tmp/lab-test-$name.log
 	t0=$(date +%s)
-	runbin "$dir" "$bindir/$name" "$log"
+	if [ -n "$only" ]; then
+		runbin "$dir" "$bindir/$name" "$log" -test.run "^($only)\$"
+	else
+		runbin "$dir" "$bindir/$name" "$log"
+	fi
 	rc=$?
 	how=""
 	cur=$log
@@ -172,6 +181,9 @@ while read -r name dir; do
 			break
 		else
 			note "$dir" "$tests" "$cur"
+			if [ $faulted = 1 ] && [ "$n" -ge 1 ] && [ "$n" -le $maxRerun ]; then
+				echo "lab fault, final: $name $dir $(echo $tests | tr ' ' '|')"
+			fi
 			break
 		fi
 	done

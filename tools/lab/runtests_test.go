@@ -15,6 +15,12 @@ import (
 // the output and the exit code.
 func runTests(t *testing.T, dir, script string, env ...string) (string, int) {
 	t.Helper()
+	return runManifest(t, dir, script, "fake.test pkg", env...)
+}
+
+// runManifest is runTests with the manifest's one line given.
+func runManifest(t *testing.T, dir, script, line string, env ...string) (string, int) {
+	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "fake.test"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +28,7 @@ func runTests(t *testing.T, dir, script string, env ...string) (string, int) {
 		t.Fatal(err)
 	}
 	manifest := filepath.Join(dir, "manifest")
-	if err := os.WriteFile(manifest, []byte("fake.test pkg\n"), 0o644); err != nil {
+	if err := os.WriteFile(manifest, []byte(line+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("bash", "run-tests.sh", manifest)
@@ -39,8 +45,10 @@ func runTests(t *testing.T, dir, script string, env ...string) (string, int) {
 
 // TestRunTestsRerun: run-tests.sh runs a binary's failed test again
 // only while its output shows a lab fault, at most twice, passes the
-// binary if a rerun passes, and keeps every other failure. The "binary"
-// fails its first fails runs, printing msg.
+// binary if a rerun passes, and keeps every other failure; a test whose
+// last rerun showed a fault too is named on a "lab fault, final:" line
+// (test-lab.sh runs it in a new lab boot). The "binary" fails its first
+// fails runs, printing msg.
 func TestRunTestsRerun(t *testing.T) {
 	for _, tc := range []struct {
 		name, msg   string
@@ -54,7 +62,7 @@ func TestRunTestsRerun(t *testing.T) {
 		{"nested guest's per-CPU slip", `        [    0.768204] BUG: kernel NULL pointer dereference, address: 0000000000000398`, 1, 2, 0, "wrong per-CPU base"},
 		{"its lab crashed", `[  107.533745] traps: PANIC: double fault, error_code: 0x0`, 1, 2, 0, "its lab's kernel crashed"},
 		{"its lab reset", `        sandfs lab: guest exited without reporting a status: qemu exited; last console output:`, 1, 2, 0, "its lab's QEMU exited"},
-		{"three resets", `why="guest shut down (reset)"`, 3, 3, 1, "FAIL\tsandfs/pkg\t"},
+		{"three resets", `why="guest shut down (reset)"`, 3, 3, 1, "\nlab fault, final: fake.test pkg TestA\n"},
 		{"other failure", `exec: exit status 1`, 1, 1, 1, "FAIL\tsandfs/pkg\t"},
 	} {
 		dir := t.TempDir()
@@ -69,6 +77,19 @@ func TestRunTestsRerun(t *testing.T) {
 		if rc != tc.rc || !strings.Contains(out, tc.want) || runs != tc.runs {
 			t.Errorf("%s: exit %d, %d runs; want exit %d, %d runs and %q in:\n%s", tc.name, rc, runs, tc.rc, tc.runs, tc.want, out)
 		}
+		if final := strings.Contains(out, "lab fault, final:"); final != (tc.name == "three resets") {
+			t.Errorf("%s: a \"lab fault, final:\" line: %v; want it only after three faulted runs:\n%s", tc.name, final, out)
+		}
+	}
+}
+
+// TestRunTestsOnly: a manifest line's third field names the tests to
+// run (test-lab.sh's line for a new boot after lab faults).
+func TestRunTestsOnly(t *testing.T) {
+	script := "#!/bin/bash\necho \"args: $*\"; echo '=== RUN   TestB'; echo '--- PASS: TestB (0.00s)'; echo PASS\n"
+	out, rc := runManifest(t, t.TempDir(), script, "fake.test pkg TestB|TestC")
+	if rc != 0 || !strings.Contains(out, " -test.run ^(TestB|TestC)$\n") || !strings.Contains(out, "ok  \tsandfs/pkg\t") {
+		t.Errorf("run-tests.sh: exit %d; want the binary run with -test.run ^(TestB|TestC)$ and passed:\n%s", rc, out)
 	}
 }
 
