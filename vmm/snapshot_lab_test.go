@@ -67,7 +67,7 @@ func (g *dirtyGuest) cmd(line, answer string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	g.t.Fatalf("no %q after %q; console:\n%s", answer, line, tail(g.con.String(), 2000))
+	g.t.Fatalf("no %q after %q; vCPUs:\n%s\nconsole:\n%s", answer, line, stallReport(g.m), tail(g.con.String(), 2000))
 	return ""
 }
 
