@@ -127,18 +127,7 @@ func reply(r *raw, tag uint16) (uint8, uint32) {
 func TestUserBudget(t *testing.T) {
 	log := &syncbuf.Buffer{}
 	srv := NewServer(oneDir{"hello", textFile("hi\n")}, slog.New(slog.NewTextHandler(log, nil)))
-	srv.lim.fids = 4
-	for _, bad := range []int{0, -1, MaxOpenBound + 1} {
-		if err := srv.SetOpenBound(bad); err == nil {
-			t.Errorf("SetOpenBound(%d) = nil; want an error", bad)
-		}
-	}
-	if srv.lim.opens != defaultOpens {
-		t.Fatalf("after refused SetOpenBounds the bound is %d; want the default %d", srv.lim.opens, defaultOpens)
-	}
-	if err := srv.SetOpenBound(2); err != nil {
-		t.Fatal(err)
-	}
+	srv.lim.fids, srv.lim.opens = 4, 2
 	// dial connects, as someone the caller vouches for or as the
 	// socket's peer, without attaching.
 	dial := func(vouched bool) (*raw, func()) {
