@@ -45,8 +45,15 @@ func TestDaemonRestart(t *testing.T) {
 	for _, id := range []string{"r", "p", "k"} {
 		before[id] = d.mustSh(t, "cat sandboxes/"+id+"/status")
 	}
+	// The pause returns once the image is saved and the VMM is killed;
+	// its process is gone once the kernel has torn down its memory, in
+	// the lab up to hundreds of milliseconds later (a CI run saw it
+	// still running right after the pause's reply).
+	for end := time.Now().Add(10 * time.Second); testenv.Running(pVMM) && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.HasPrefix(before["p"], "p paused ") || !strings.Contains(before["p"], " pid=0 ") || testenv.Running(pVMM) {
-		t.Fatalf("p after pause: status %q, its VMM pid %d running %v; want paused to disk (pid=0, VMM ended)", before["p"], pVMM, testenv.Running(pVMM))
+		t.Fatalf("p after pause: status %q, its VMM pid %d running %v 10 s after; want paused to disk (pid=0, VMM ended)", before["p"], pVMM, testenv.Running(pVMM))
 	}
 
 	d.stop(syscall.SIGKILL)
