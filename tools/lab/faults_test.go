@@ -9,12 +9,15 @@ import (
 )
 
 // TestLabSVMRips: faults.sh's labsvmrips names the dumped vCPU RIPs that
-// lie in SVM code (a lab fault, rerun by run-tests.sh) and only those:
+// lie in SVM code or page_fault_oops (a lab fault, rerun by
+// run-tests.sh) and only those:
 // a RIP in another function, below every symbol, or no RIP at all is
 // none.
 func TestLabSVMRips(t *testing.T) {
 	syms := filepath.Join(t.TempDir(), "kallsyms")
 	kallsyms := "ffffffff81000000 T _stext\n" +
+		"ffffffff810ab050 t page_fault_oops\n" +
+		"ffffffff810ab200 t do_user_addr_fault\n" +
 		"ffffffff815d1500 T __svm_vcpu_run\n" +
 		"ffffffff815d1700 t svm_vcpu_enter_exit\n" +
 		"ffffffff815d1800 T amd_e400_idle\n" +
@@ -40,6 +43,8 @@ func TestLabSVMRips(t *testing.T) {
 		{"svm run", "  vcpu 0: rip=0xffffffff815d159c rflags=0x246 if=1\n", "0xffffffff815d159c __svm_vcpu_run\n"},
 		{"two vcpus", "  vcpu 0: rip=0xffffffff815d1800 if=1\n  vcpu 1: rip=0xffffffff815d1710 if=0\n", "0xffffffff815d1710 svm_vcpu_enter_exit\n"},
 		{"idle", "  vcpu 0: rip=0xffffffff815d1804 rflags=0x246\n", ""},
+		{"a guest kernel's oops", "  vcpu 0: rip=0xffffffff810ab15e rflags=0x10002 if=0\n", "0xffffffff810ab15e page_fault_oops\n"},
+		{"a guest's page fault", "  vcpu 0: rip=0xffffffff810ab210 if=1\n", ""},
 		{"after data", "  vcpu 0: rip=0xffffffff815d1904\n", ""},
 		{"below every symbol", "  vcpu 0: rip=0x100281\n", ""},
 		{"no dump", "--- FAIL: TestX (1.00s)\n", ""},

@@ -148,7 +148,7 @@ while read -r name dir only; do
 			if resets=$(grep -m 2 -E "$labreset" <<< "$sec"); then
 				why="$why$(cut -c1-300 <<< "$resets")"$'\n'
 			elif rips=$(labsvmrips <<< "$sec"); then
-				why="$why$t: a vCPU in the lab kernel's SVM code: $(echo $rips)"$'\n'
+				why="$why$t: a vCPU in the lab kernel's SVM code or a guest kernel's oops: $(echo $rips)"$'\n'
 			elif slip=$(grep -m 1 -F "$labslip" <<< "$sec"); then
 				why="$why$t: a nested guest's kernel ran on a wrong per-CPU base: $(echo $slip | cut -c1-200)"$'\n'
 			elif [ "$stage" = host ] && crash=$(grep -m 2 -E "$labcrash" <<< "$sec"); then
