@@ -123,15 +123,17 @@ func (r *rig) shutdown(t *testing.T) {
 }
 
 // guestCmd runs one guestServe command over a host-initiated vsock
-// connection and returns the reply.
-func guestCmd(t *testing.T, uds, line string, body []byte) string {
+// connection to m's guest and returns the reply. A command that fails
+// reports where m's vCPUs stand (StallReport: run-tests.sh tells the
+// lab's nested-SVM stall by it).
+func guestCmd(t *testing.T, m *vmm.Machine, uds, line string, body []byte) string {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	dctx, cancel := context.WithDeadline(context.Background(), deadline)
 	c, err := hybrid.Dial(dctx, uds, guestListenPort)
 	cancel()
 	if err != nil {
-		t.Fatalf("%s: %v", line, err)
+		t.Fatalf("%s: %v; vCPUs:\n%s", line, err, m.StallReport())
 	}
 	defer c.Close()
 	c.SetDeadline(deadline)
@@ -142,7 +144,7 @@ func guestCmd(t *testing.T, uds, line string, body []byte) string {
 	}()
 	out, err := io.ReadAll(c)
 	if err != nil {
-		t.Fatalf("%s: read reply: %v (after %d bytes)", line, err, len(out))
+		t.Fatalf("%s: read reply: %v (after %d bytes); vCPUs:\n%s", line, err, len(out), m.StallReport())
 	}
 	return string(out)
 }
@@ -235,21 +237,21 @@ func TestSaveRestore(t *testing.T) {
 	frames := watchFrames(t, ifi.Index, stop)
 	cmdline := "quiet sandfs_vmode=serve sandfs_vnonce=" + nonce
 
-	exercise := func(phase string, wantBlk string) {
+	exercise := func(m *vmm.Machine, phase string, wantBlk string) {
 		t.Helper()
 		body := patterned(seedOf(nonce+phase), 1<<20)
-		if got := guestCmd(t, uds, "echo", body); got != string(body) {
+		if got := guestCmd(t, m, uds, "echo", body); got != string(body) {
 			t.Fatalf("%s: vsock echo of 1 MiB differs (%d bytes back)", phase, len(got))
 		}
-		if got := guestCmd(t, uds, "blk "+phase, nil); got != "BLK OK "+wantBlk+"\n" {
+		if got := guestCmd(t, m, uds, "blk "+phase, nil); got != "BLK OK "+wantBlk+"\n" {
 			t.Fatalf("%s: blk: %q, want %q", phase, got, "BLK OK "+wantBlk)
 		}
-		got := guestCmd(t, uds, "rng", nil)
+		got := guestCmd(t, m, uds, "rng", nil)
 		if !regexp.MustCompile(`^RNG [0-9a-f]{64}\n$`).MatchString(got) || strings.Contains(got, strings.Repeat("0", 16)) {
 			t.Fatalf("%s: rng: %q", phase, got)
 		}
 		marker := "SANDFS-NET-" + phase + "-" + nonce
-		if got := guestCmd(t, uds, "net "+marker, nil); got != "NET OK\n" {
+		if got := guestCmd(t, m, uds, "net "+marker, nil); got != "NET OK\n" {
 			t.Fatalf("%s: net: %q", phase, got)
 		}
 		deadline := time.Now().Add(5 * time.Second)
@@ -267,7 +269,7 @@ func TestSaveRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.con.waitFor(t, a.m, "VTEST ready", 90*time.Second)
-	exercise("a1", "tok-a1=a1")
+	exercise(a.m, "a1", "tok-a1=a1")
 
 	if err := a.m.Pause(); err != nil {
 		t.Fatal(err)
@@ -298,7 +300,7 @@ func TestSaveRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("restored and resumed in %v", time.Since(start))
-	exercise("b1", "tok-a1=a1,tok-b1=b1")
+	exercise(b.m, "b1", "tok-a1=a1,tok-b1=b1")
 	if out := b.con.String(); strings.Contains(out, "VTEST start") {
 		t.Errorf("restored guest rebooted:\n%s", out)
 	}
