@@ -55,12 +55,16 @@ func NewServer(root sfs.Dir, log *slog.Logger) *Server {
 // real files (a world's union) is read faster in fewer, larger reads.
 func (s *Server) SetIOUnit(n uint32) { s.ioUnit = n }
 
-// MaxOpenBound is the most a connection may be allowed to hold open
-// (SetOpenBound): the bound on all its fids.
-const MaxOpenBound = defaultFids
+// DefaultOpenBound is how many fids a connection may hold open unless
+// SetOpenBound says otherwise; MaxOpenBound the most it may be allowed
+// (the bound on all its fids).
+const (
+	DefaultOpenBound = defaultOpens
+	MaxOpenBound     = defaultFids
+)
 
 // SetOpenBound sets how many fids each attached connection may hold
-// open at a time (fidlimit.go; default 4096), before it serves. A
+// open at a time (fidlimit.go; default DefaultOpenBound), before it serves. A
 // bound outside 1..MaxOpenBound is an error and changes nothing.
 func (s *Server) SetOpenBound(n int) error {
 	if n < 1 || n > MaxOpenBound {

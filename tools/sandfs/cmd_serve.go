@@ -73,7 +73,7 @@ func runServe(args []string) int {
 	var retain ctl.Retention
 	fl.IntVar(&retain.Keep, "snapshot-keep", 0, "keep at most this many snapshots of each sandbox, the newest; older ones are removed as rm removes them, except one a sandbox stands on (docs/snapshots.md \"Retention\"); 0: no limit")
 	fl.DurationVar(&retain.MaxAge, "snapshot-max-age", 0, "remove snapshots older than this (e.g. 168h), with the same exceptions; 0: no limit")
-	guestOpens := fl.Int("guest-open-files", 4096, "files a guest may hold open at a time on its /workspace (its 9P connection's bound on open fids; past it, EMFILE), 1-1048576")
+	guestOpens := fl.Int("guest-open-files", ninep.DefaultOpenBound, "files a guest may hold open at a time on its /workspace (its 9P connection's bound on open fids; past it, EMFILE), 1-1048576")
 	vmmUIDs := ctl.DefaultVMMIDs
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {

@@ -13,7 +13,7 @@ import (
 // soft and hard, to the kernel's most (fs.nr_open) when it may (root
 // with CAP_SYS_RESOURCE), else its soft bound to its hard one, and returns the bound it has. The
 // daemon holds files for every sandbox (a world's open files among
-// them, at most fs/ninep's defaultOpens per guest connection): under a
+// them, at most --guest-open-files per guest connection): under a
 // hard bound of a few thousand, as a bare init leaves it, a few guests
 // opening files on /workspace would leave the daemon none for the
 // others. The VMMs it starts lower theirs again (vmm/vmmproc, maxFiles).
