@@ -147,3 +147,16 @@ func TestLabFault(t *testing.T) {
 		t.Errorf("%v taken for a fault of the lab", other)
 	}
 }
+
+// TestHopThreads runs the hop benchmark's thread measurement: every
+// message comes back whole, and a round trip takes some time.
+func TestHopThreads(t *testing.T) {
+	initClock()
+	d, err := hopThreads(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d <= 0 || d > time.Second {
+		t.Fatalf("round trip %v", d)
+	}
+}

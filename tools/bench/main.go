@@ -47,7 +47,7 @@ func (r *run) progress(format string, args ...any) {
 	fmt.Fprintf(r.log, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
 }
 
-// Main is `sandfs bench ARGS`: snapshots, worlds, floor or plot.
+// Main is `sandfs bench ARGS`: snapshots, worlds, net, hop (hop.go), floor or plot.
 func Main(args []string) int {
 	if len(args) > 0 && args[0] == "plot" {
 		return plotMain(args[1:])
@@ -62,8 +62,11 @@ func Main(args []string) int {
 	if len(args) > 0 && args[0] == "worlds" {
 		return worldsMain(args[1:])
 	}
+	if len(args) > 0 && args[0] == "hop" {
+		return hopMain(args[1:])
+	}
 	if len(args) == 0 || args[0] != "snapshots" {
-		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench worlds [flags] | sandfs bench net [flags] | sandfs bench floor SNAPSHOT-DIR | sandfs bench plot REPORT.md DIR")
+		fmt.Fprintln(os.Stderr, "usage: sandfs bench snapshots [flags] | sandfs bench worlds [flags] | sandfs bench net [flags] | sandfs bench hop [-n N] | sandfs bench floor SNAPSHOT-DIR | sandfs bench plot REPORT.md DIR")
 		return codeUsage
 	}
 	fs := flag.NewFlagSet("bench snapshots", flag.ContinueOnError)
