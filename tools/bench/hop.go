@@ -3,6 +3,7 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -15,21 +16,34 @@ import (
 // `sandfs bench hop`: what one hop between two parties costs on this
 // host, as a world's 9P request pays it between the VMM and the daemon
 // (docs/worlds.md, "Where a request's time goes"): the round trip of a
-// 64-byte message over a unix socketpair, first between two threads of
-// this process, then between this process and a child, alternating.
-// A process switch costs more than a thread switch where the emulation
-// flushes its TLB on an address-space change (the lab under TCG); this
-// says how much more.
+// 64-byte message over a unix socketpair between two threads of this
+// process, between this process and a child (blocking system calls on
+// one thread each), and between the two through net.Conns (Go's
+// netpoller, as the VMM and the daemon talk), alternating. A process
+// switch costs more than a thread switch where the emulation flushes
+// its TLB on an address-space change (the lab under TCG); this says how
+// much more.
 
 const hopMsg = 64
 
+// hopKinds are the hops measured, in the order they alternate.
+var hopKinds = []struct {
+	name string
+	run  func(n int) (time.Duration, error)
+}{
+	{"two threads", hopThreads},
+	{"two processes", func(n int) (time.Duration, error) { return hopProcs(n, false) }},
+	{"two processes, Go's netpoller", func(n int) (time.Duration, error) { return hopProcs(n, true) }},
+}
+
 // hopMain is `sandfs bench hop [-n N] [-rounds R]`; with -child it is
-// the child, echoing on fd 3.
+// the child, echoing on fd 3 (through a net.Conn with -netpoll).
 func hopMain(args []string) int {
 	fs := flag.NewFlagSet("bench hop", flag.ContinueOnError)
 	n := fs.Int("n", 20000, "round trips per measurement")
 	rounds := fs.Int("rounds", 3, "measurements of each kind, alternating")
 	child := fs.Bool("child", false, "echo n messages on fd 3 (the benchmark's own child)")
+	netpoll := fs.Bool("netpoll", false, "with -child: echo through a net.Conn")
 	if err := fs.Parse(args); err != nil {
 		return codeUsage
 	}
@@ -38,31 +52,36 @@ func hopMain(args []string) int {
 		return codeUsage
 	}
 	if *child {
-		if err := hopEcho(3, *n); err != nil {
+		echo := hopEcho
+		if *netpoll {
+			echo = hopEchoConn
+		}
+		if err := echo(3, *n); err != nil {
 			fmt.Fprintf(os.Stderr, "bench hop: child: %v\n", err)
 			return codeError
 		}
 		return 0
 	}
 	clock := initClock()
-	var threads, procs sample
+	got := make([]sample, len(hopKinds))
 	for i := 0; i < *rounds; i++ {
-		t, err := hopThreads(*n)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench hop: %v\n", err)
-			return codeError
+		line := fmt.Sprintf("round %d:", i+1)
+		for k, h := range hopKinds {
+			d, err := h.run(*n)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench hop: %s: %v\n", h.name, err)
+				return codeError
+			}
+			got[k] = append(got[k], d)
+			line += fmt.Sprintf(" %s %s;", h.name, us(d))
 		}
-		p, err := hopProcs(*n)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench hop: %v\n", err)
-			return codeError
-		}
-		fmt.Fprintf(os.Stderr, "round %d: threads %s, processes %s per round trip\n", i+1, us(t), us(p))
-		threads, procs = append(threads, t), append(procs, p)
+		fmt.Fprintln(os.Stderr, line)
 	}
-	t, p := threads.median(), procs.median()
-	fmt.Printf("| round trip of %d bytes over a unix socketpair (%d each, median of %d) | between two threads | between two processes | processes ÷ threads |\n|---|---|---|---|\n", hopMsg, *n, *rounds)
-	fmt.Printf("| %d CPUs; %s | %s (%s) | %s (%s) | **%.2f** |\n", runtime.NumCPU(), clock, us(t), usSpread(threads), us(p), usSpread(procs), float64(p)/float64(t))
+	fmt.Printf("Round trip of %d bytes over a unix socketpair, %d each, median (min-max) of %d rounds; %d CPUs; %s.\n\n", hopMsg, *n, *rounds, runtime.NumCPU(), clock)
+	fmt.Printf("| between | round trip | ÷ two threads |\n|---|---|---|\n")
+	for k, h := range hopKinds {
+		fmt.Printf("| %s | %s (%s) | %.2f |\n", h.name, us(got[k].median()), usSpread(got[k]), float64(got[k].median())/float64(got[0].median()))
+	}
 	return 0
 }
 
@@ -86,26 +105,88 @@ func hopThreads(n int) (time.Duration, error) {
 	return d, err
 }
 
-// hopProcs times n round trips between this process and a child's echo.
-func hopProcs(n int) (time.Duration, error) {
+// hopProcs times n round trips between this process and a child's echo:
+// with netpoll, both ends read and write through a net.Conn (Go's
+// netpoller, as the VMM and the daemon talk), else with blocking system
+// calls on one thread each.
+func hopProcs(n int, netpoll bool) (time.Duration, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Close(fds[0])
 	end := os.NewFile(uintptr(fds[1]), "hop")
-	c := exec.Command("/proc/self/exe", "bench", "hop", "-child", "-n", strconv.Itoa(n))
+	args := []string{"bench", "hop", "-child", "-n", strconv.Itoa(n)}
+	if netpoll {
+		args = append(args, "-netpoll")
+	}
+	c := exec.Command("/proc/self/exe", args...)
 	c.ExtraFiles, c.Stderr = []*os.File{end}, os.Stderr
 	err = c.Start()
 	end.Close()
 	if err != nil {
 		return 0, err
 	}
-	d, err := hopPing(fds[0], n)
+	ping := hopPing
+	if netpoll {
+		ping = hopPingConn
+	}
+	d, err := ping(fds[0], n)
 	if werr := c.Wait(); err == nil && werr != nil {
 		err = fmt.Errorf("child: %w", werr)
 	}
 	return d, err
+}
+
+// hopConn is fd as a net.Conn (on a descriptor of its own).
+func hopConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "hop")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// hopPingConn is hopPing through a net.Conn. fd is the caller's to close.
+func hopPingConn(fd, n int) (time.Duration, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return 0, err
+	}
+	c, err := hopConn(dup)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	b := make([]byte, hopMsg)
+	t := now()
+	for i := 0; i < n; i++ {
+		if _, err := c.Write(b); err != nil {
+			return 0, err
+		}
+		if m, err := c.Read(b); err != nil || m != hopMsg {
+			return 0, fmt.Errorf("read %d bytes: %v", m, err)
+		}
+	}
+	return since(t) / time.Duration(n), nil
+}
+
+// hopEchoConn is hopEcho through a net.Conn.
+func hopEchoConn(fd, n int) error {
+	c, err := hopConn(fd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b := make([]byte, hopMsg)
+	for i := 0; i < n; i++ {
+		m, err := c.Read(b)
+		if err != nil || m != hopMsg {
+			return fmt.Errorf("echo: read %d bytes: %v", m, err)
+		}
+		if _, err := c.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hopPing sends n messages on fd, each after the last came back, and
