@@ -1,7 +1,9 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"unsafe"
@@ -101,11 +103,51 @@ func (mp *Mapping) Unmap() error {
 // snapshot first) should be a full one rather than a delta of extraRuns
 // runs.
 func NeedsCompaction(chain []*Snapshot, extraRuns int) bool {
-	runs := extraRuns
-	for _, s := range chain[1:] {
-		runs += len(s.Runs)
+	return ShapeOf(chain).NeedsCompaction(extraRuns)
+}
+
+// Shape is what a machine keeps of its snapshot chain, full snapshot
+// first, so as not to read the chain again for each delta: each
+// snapshot's id and how many runs it holds (which decide compaction).
+type Shape []Link
+
+// Link is one snapshot of a Shape.
+type Link struct {
+	ID   string
+	Runs int
+}
+
+// ShapeOf returns chain's.
+func ShapeOf(chain []*Snapshot) Shape {
+	c := make(Shape, len(chain))
+	for i, s := range chain {
+		c[i] = Link{s.ID, len(s.Runs)}
 	}
-	return len(chain) >= CompactDepth || runs > CompactRuns
+	return c
+}
+
+// NeedsCompaction is the package function's, for a chain of this shape.
+func (c Shape) NeedsCompaction(extraRuns int) bool {
+	runs := extraRuns
+	for _, l := range c[min(1, len(c)):] {
+		runs += l.Runs
+	}
+	return len(c) >= CompactDepth || runs > CompactRuns
+}
+
+// Present checks that every snapshot of c is still in store (its meta
+// file is there: one stat each, not Open's read and checksum), so that
+// a delta over the last is not written over a chain that lost a link.
+func (c Shape) Present(store string) error {
+	for _, l := range c {
+		if _, err := os.Lstat(filepath.Join(store, l.ID, MetaFile)); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				err = ErrNotExist
+			}
+			return fmt.Errorf("snapshot chain in %s: %s: %w", msg.Cite(store), msg.Cite(l.ID), err)
+		}
+	}
+	return nil
 }
 
 // Compact writes the chain ending at src as one full snapshot at dst

@@ -44,6 +44,7 @@ type guestRAM struct {
 	dirty    snapshot.Pages     // dirtied since base (collected so far)
 	known    snapshot.Pages     // restored RAM: pages that may hold data
 	base     *snapshot.Snapshot // the snapshot dirty is relative to; nil before the first
+	shape    snapshot.Shape     // base's chain's, base last (deltaOver)
 }
 
 // procFiles are the process's own /proc files guest RAM uses, opened
@@ -126,7 +127,7 @@ func (r *guestRAM) mapChain(dir string) error {
 		return fmt.Errorf("map guest RAM: %w", err)
 	}
 	r.mem, r.maps, r.known = mp.Mem, mp.Maps, mp.Pages
-	r.restored, r.base = true, chain[len(chain)-1]
+	r.restored, r.base, r.shape = true, chain[len(chain)-1], snapshot.ShapeOf(chain)
 	return nil
 }
 
