@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"sync"
 
@@ -184,15 +185,39 @@ func (c *COW) Written() []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var w []int64
-	for i := int64(0); i < c.chunks() && !c.reflink; i++ {
-		if c.has(i) {
-			w = append(w, i)
-		}
+	if c.reflink {
+		return nil
+	}
+	for i := c.nextWritten(0); i < c.chunks(); i = c.nextWritten(i + 1) {
+		w = append(w, i)
 	}
 	return w
 }
 
 func (c *COW) has(chunk int64) bool { return c.bits[chunk/8]&(1<<(chunk%8)) != 0 }
+
+// nextWritten is the first chunk at or after from that the overlay
+// holds, or c.chunks() if none. It reads the map 64 chunks at a time: a
+// clone of a mostly unwritten disk testing each of its chunks (262,144
+// for 1 GiB) took about 10 ms of every snapshot in the lab.
+func (c *COW) nextWritten(from int64) int64 {
+	n := c.chunks()
+	for from < n {
+		if from%64 == 0 && from/8+8 <= int64(len(c.bits)) {
+			w := binary.LittleEndian.Uint64(c.bits[from/8:])
+			if w == 0 {
+				from += 64
+				continue
+			}
+			return min(n, from+int64(bits.TrailingZeros64(w)))
+		}
+		if c.has(from) {
+			return from
+		}
+		from++
+	}
+	return n
+}
 
 // ReadAt implements io.ReaderAt.
 func (c *COW) ReadAt(p []byte, off int64) (int, error) {
@@ -464,19 +489,16 @@ func (c *COW) copyChunksLocked(o *os.File) error {
 	if c.reflink {
 		return copyRange(0, c.size)
 	}
-	for ch := int64(0); ch < c.chunks(); {
-		if !c.has(ch) {
-			ch++
-			continue
-		}
+	n := c.chunks()
+	for ch := c.nextWritten(0); ch < n; {
 		end := ch + 1
-		for end < c.chunks() && c.has(end) {
+		for end < n && c.has(end) {
 			end++
 		}
 		if err := copyRange(ch*ChunkSize, min(end*ChunkSize, c.size)); err != nil {
 			return err
 		}
-		ch = end
+		ch = c.nextWritten(end)
 	}
 	return nil
 }

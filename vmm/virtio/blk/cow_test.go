@@ -205,3 +205,31 @@ func TestCOWStartSync(t *testing.T) {
 		t.Fatalf("StartSync, Sync with nothing written: map holds %v; want [5 9]", got)
 	}
 }
+
+// TestNextWritten: the word-at-a-time scan finds what testing each chunk
+// finds, on maps with runs, single chunks, word edges and a last word
+// the disk fills only in part.
+func TestNextWritten(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, nChunks := range []int64{1, 63, 64, 65, 130, 1000, 4099} {
+		for trial := 0; trial < 20; trial++ {
+			c := &COW{size: nChunks * ChunkSize, bits: make([]byte, (nChunks+7)/8)}
+			for k := 0; k < trial; k++ {
+				ch := rng.Int64N(nChunks)
+				for l := rng.Int64N(3); l >= 0 && ch < nChunks; l-- {
+					c.bits[ch/8] |= 1 << (ch % 8)
+					ch++
+				}
+			}
+			for from := int64(0); from <= nChunks; from++ {
+				want := from
+				for want < nChunks && !c.has(want) {
+					want++
+				}
+				if got := c.nextWritten(from); got != want {
+					t.Fatalf("%d chunks, map %x: nextWritten(%d) = %d, want %d", nChunks, c.bits, from, got, want)
+				}
+			}
+		}
+	}
+}
