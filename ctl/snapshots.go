@@ -16,6 +16,7 @@ import (
 
 	"sandfs/ctl/cred"
 	"sandfs/ctl/msg"
+	"sandfs/snapshot"
 )
 
 // Snapshotter is optionally implemented by a Machine that can take
@@ -41,6 +42,8 @@ type SnapshotStats struct {
 	// not list (a template's, named "_..."): its directory, which the
 	// registry keeps beside the snapshot (snapBase) for restores.
 	Base string
+	// Took is where the machine's time went, for the log (diagnostics).
+	Took snapshot.Timing
 }
 
 // SnapshotRestorer is optionally implemented by a Runtime that can start
@@ -229,17 +232,24 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 	if err != nil {
 		return "", Errorf(syscall.EIO, "%s: %v", verb, err)
 	}
+	// Where the time goes, logged with the snapshot (phases).
+	var tm snapshot.Timing
+	t := snapshot.Now()
 	running := s.state == StateRunning
 	if running {
 		if err := s.m.Pause(ctx); err != nil {
 			p.st.snapDrop(dir)
 			return "", Errorf(Errno(err), "%s: pause: %s", verb, errText(err))
 		}
+		tm.Mark("pause", &t)
 	}
 	created := p.snapTime()
 	st, err := sm.Snapshot(p.ctx, dir, parent)
+	tm = append(tm, st.Took...)
+	t = snapshot.Now()
 	if err == nil {
 		err = s.snapshotWorld(dir)
+		tm.Mark("world", &t)
 	}
 	took := time.Since(created)
 	if running {
@@ -252,6 +262,7 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 			}
 			return "", Errorf(syscall.EIO, "%s: resume after the snapshot: %s (sandbox left paused)", verb, errText(rerr))
 		}
+		tm.Mark("resume", &t)
 	}
 	if err != nil {
 		p.st.snapDrop(dir)
@@ -270,6 +281,7 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 		p.st.snapDrop(dir)
 		return "", Errorf(syscall.EIO, "%s: saving snapshot %s: %v", verb, msg.Cite(id), err)
 	}
+	tm.Mark("commit", &t)
 	si = info
 	s.lastSnap = id
 	// Recorded, so that after a daemon restart its next snapshot is a
@@ -277,8 +289,9 @@ func (s *Sandbox) snapshotLocked(ctx context.Context, verb, name string) (string
 	if err := s.persist(verb, s.state, nil); err != nil {
 		p.log.Warn("snapshot taken but the sandbox's record still names the one before", "sandbox", s.id, "err", err)
 	}
+	tm.Mark("record", &t)
 	p.log.Info("snapshot taken", "sandbox", s.id, "snapshot", id, "parent", st.Parent, "data", st.DataBytes, "disk", st.DiskBytes,
-		"machine", took.Round(time.Millisecond), "after", time.Since(created).Round(time.Millisecond))
+		"machine", took.Round(time.Millisecond), "after", time.Since(created).Round(time.Millisecond), "phases", tm.String())
 	return id, nil
 }
 

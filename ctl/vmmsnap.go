@@ -59,9 +59,12 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	if err := removeBeneath(m.work, filepath.Join(workSnaps, id)); err != nil {
 		return SnapshotStats{}, Errorf(syscall.EIO, "removing what an earlier snapshot %s left: %v", msg.Cite(id), err)
 	}
+	var tm snapshot.Timing
+	t := snapshot.Now()
 	if err := m.takeMem(ctx, filepath.Join(store, id), &over); err != nil {
 		return SnapshotStats{}, err
 	}
+	tm.Mark("vmm-snapshot", &t)
 	if over == "" {
 		base = ""
 	}
@@ -69,6 +72,7 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	if err := m.p.CloneDisk(ctx, 0, filepath.Join(m.work, layer)); err != nil {
 		return SnapshotStats{}, err
 	}
+	tm.Mark("clonedisk", &t)
 	// The memory stays in the VMM's store too (the chain of its next
 	// delta); the layer is moved out.
 	for _, f := range []struct {
@@ -84,10 +88,12 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 			return SnapshotStats{}, Errorf(syscall.EIO, "import %s: %v", msg.Cite(f.src), err)
 		}
 	}
+	tm.Mark("import", &t)
 	s, err := snapshot.Open(dir)
 	if err != nil {
 		return SnapshotStats{}, err
 	}
+	tm.Mark("open", &t)
 	if s.Parent != "" && s.Parent != filepath.Base(over) {
 		return SnapshotStats{}, Errorf(syscall.EIO, "the VMM wrote a delta over %s, not %s", msg.Cite(s.Parent), msg.Cite(filepath.Base(over)))
 	}
@@ -99,7 +105,7 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 		return SnapshotStats{}, err
 	}
 	return SnapshotStats{Parent: s.Parent, Base: base, DataBytes: s.Pages() * snapshot.PageSize, DiskBytes: uint64(st.Blocks) * 512,
-		Boot: m.host + " image=" + m.image}, nil
+		Boot: m.host + " image=" + m.image, Took: tm}, nil
 }
 
 // takeMem has the VMM write its memory snapshot at dir, a delta over

@@ -23,6 +23,8 @@ import (
 	"sandfs/fs/ctlfs"
 	"sandfs/fs/fusefs"
 	"sandfs/fs/ninep"
+	"sandfs/snapshot"
+	"sandfs/tools/tsc"
 	"sandfs/vmm/probe"
 	"sandfs/vmm/vmmproc"
 )
@@ -78,6 +80,11 @@ func runServe(args []string) int {
 	fl.Var(&vmmUIDs, "vmm-uids", "host uids (and gids) FIRST-LAST given one per sandbox to its VMM (as root; none may belong to a user, group or subordinate range)")
 	if err := fl.Parse(args); err != nil {
 		return 2
+	}
+	// The phases of a snapshot the daemon logs count the TSC where the
+	// kernel names its frequency (the lab: its clock moves in 4 ms steps).
+	if clock, ok := tsc.CmdlineClock(); ok {
+		snapshot.SetClock(clock)
 	}
 	mountGiven := false
 	fl.Visit(func(f *flag.Flag) { mountGiven = mountGiven || f.Name == "mount" })
