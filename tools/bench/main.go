@@ -40,7 +40,9 @@ type run struct {
 	log   *os.File
 	clock string // what times the figures (initClock)
 	tree  bool   // measure through the daemon's tree too
-	load0 string // load average at the start
+	// daemons counts the daemons started (startDaemon: each its own state).
+	daemons int
+	load0   string // load average at the start
 }
 
 func (r *run) progress(format string, args ...any) {

@@ -95,7 +95,7 @@ func (r *run) stalled(d *daemon, id string, quiet time.Duration) {
 	case <-d.ended:
 	case <-time.After(10 * time.Second):
 	}
-	b, _ := os.ReadFile(filepath.Join(r.h.dir, "daemon.log"))
+	b, _ := os.ReadFile(d.log)
 	r.progress("STALL: the daemon's goroutines in the 9P server or a world:\n%s", servingStacks(b, 40))
 }
 

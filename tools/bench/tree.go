@@ -32,11 +32,17 @@ type treeResult struct {
 }
 
 // daemon is `sandfs serve` (this binary) on a state directory of the
-// scratch directory, and a client of its unix socket.
+// scratch directory, and a client of its unix socket. Each daemon of a
+// run has a state directory of its own ("state", then "state2", ...):
+// a daemon keeps its sandboxes' records, so a second one on the same
+// directory (the tree's part measured once more after a lab fault)
+// found the first one's sandboxes, and its first `new b1` failed.
 type daemon struct {
 	cmd   *exec.Cmd
 	ended chan struct{}
 	addr  string
+	state string // its state directory
+	log   string // its stdout and stderr
 	c     *client.Client
 }
 
@@ -47,8 +53,13 @@ func (r *run) startDaemon(ctx context.Context) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	state, sock := filepath.Join(r.h.dir, "state"), filepath.Join(r.h.dir, "d.sock")
-	log, err := os.Create(filepath.Join(r.h.dir, "daemon.log"))
+	r.daemons++
+	n := ""
+	if r.daemons > 1 {
+		n = strconv.Itoa(r.daemons)
+	}
+	state, sock := filepath.Join(r.h.dir, "state"+n), filepath.Join(r.h.dir, "d"+n+".sock")
+	log, err := os.Create(filepath.Join(r.h.dir, "daemon"+n+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +73,7 @@ func (r *run) startDaemon(ctx context.Context) (*daemon, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, ended: make(chan struct{}), addr: "unix:" + sock}
+	d := &daemon{cmd: cmd, ended: make(chan struct{}), addr: "unix:" + sock, state: state, log: log.Name()}
 	go func() { cmd.Wait(); close(d.ended) }()
 	for {
 		if d.c, err = client.Dial(ctx, d.addr, ""); err == nil {

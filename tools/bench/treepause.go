@@ -57,7 +57,7 @@ func (r *run) treePause(d *daemon, id func() string) (*treePauseResult, error) {
 			break
 		}
 	}
-	imgs, _ := filepath.Glob(filepath.Join(r.h.dir, "state", "run", x, "work", "snapshots", "_pause-*", "mem"))
+	imgs, _ := filepath.Glob(filepath.Join(d.state, "run", x, "work", "snapshots", "_pause-*", "mem"))
 	for _, m := range imgs {
 		var st syscall.Stat_t
 		if syscall.Stat(m, &st) == nil {
