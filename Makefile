@@ -140,12 +140,14 @@ bench: build kernel qemu-bundle
 
 # The snapshot benchmark of docs/snapshots.md (issue 11), in the lab, its
 # scratch (-dir) on a disk image on the host's disk (the lab's tmpfs /tmp
-# cannot hold the 1 GiB dirty size): progress on stderr, the tables to
+# cannot hold the 1 GiB dirty size), emptied first (a run the lab's faults
+# ended leaves its scratch there, which the next run's first snapshot met:
+# "snapshot exists"): progress on stderr, the tables to
 # docs/bench/snapshots.md (only if the run succeeds).
 bench-snapshots: build kernel template qemu-bundle
 	l0=$$(cut -d' ' -f1-3 /proc/loadavg); \
 	bin/sandfs lab -mem 7168 -disk $${SANDFS_CACHE:-/var/cache/sandfs}/lab/bench.ext4 -state-size 24 -- sh -c \
-		'mount -o discard /dev/vda /mnt && exec /opt/sandfs/bin/sandfs bench snapshots -dir /mnt/sbench -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu' > build/bench-snapshots.md && \
+		'mount -o discard /dev/vda /mnt && rm -rf /mnt/sbench && exec /opt/sandfs/bin/sandfs bench snapshots -dir /mnt/sbench -n $(BENCH_N) -qemu /opt/sandfs/build/qemu-bundle/qemu' > build/bench-snapshots.md && \
 	printf 'The host running the lab (outside it): load average %s at the start, %s at the end.\n' "$$l0" "$$(cut -d' ' -f1-3 /proc/loadavg)" >> build/bench-snapshots.md
 	mkdir -p docs/bench && mv build/bench-snapshots.md docs/bench/snapshots.md
 	bin/sandfs bench plot docs/bench/snapshots.md docs/bench
