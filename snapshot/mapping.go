@@ -16,7 +16,7 @@ import (
 // Compaction thresholds: a chain deeper than CompactDepth snapshots, or
 // whose deltas hold more than CompactRuns runs (each is a mapping, and a
 // process has vm.max_map_count of them, 65530 by default), should get a
-// full snapshot next instead of another delta (NeedsCompaction).
+// full snapshot next instead of another delta (Shape.NeedsCompaction).
 const (
 	CompactDepth = 16
 	CompactRuns  = 8192
@@ -99,13 +99,6 @@ func (mp *Mapping) Unmap() error {
 	return err
 }
 
-// NeedsCompaction reports whether the next snapshot over chain (full
-// snapshot first) should be a full one rather than a delta of extraRuns
-// runs.
-func NeedsCompaction(chain []*Snapshot, extraRuns int) bool {
-	return ShapeOf(chain).NeedsCompaction(extraRuns)
-}
-
 // Shape is what a machine keeps of its snapshot chain, full snapshot
 // first, so as not to read the chain again for each delta: each
 // snapshot's id and how many runs it holds (which decide compaction).
@@ -126,7 +119,8 @@ func ShapeOf(chain []*Snapshot) Shape {
 	return c
 }
 
-// NeedsCompaction is the package function's, for a chain of this shape.
+// NeedsCompaction reports whether the next snapshot over a chain of
+// this shape should be a full one rather than a delta of extraRuns runs.
 func (c Shape) NeedsCompaction(extraRuns int) bool {
 	runs := extraRuns
 	for _, l := range c[min(1, len(c)):] {

@@ -351,13 +351,13 @@ func TestNeedsCompaction(t *testing.T) {
 	for range CompactDepth - 2 {
 		chain = append(chain, delta)
 	}
-	if NeedsCompaction(chain, 5) {
+	if ShapeOf(chain).NeedsCompaction(5) {
 		t.Errorf("NeedsCompaction(%d snapshots, %d runs) = true", len(chain), 10*(len(chain)-1)+5)
 	}
-	if !NeedsCompaction(append(chain, delta), 5) {
+	if !ShapeOf(append(chain, delta)).NeedsCompaction(5) {
 		t.Errorf("NeedsCompaction(%d snapshots) = false; want true", len(chain)+1)
 	}
-	if !NeedsCompaction(chain[:2], CompactRuns) {
+	if !ShapeOf(chain[:2]).NeedsCompaction(CompactRuns) {
 		t.Errorf("NeedsCompaction(%d runs) = false; want true", CompactRuns+10)
 	}
 }

@@ -24,7 +24,7 @@ const pageSize = snapshot.PageSize
 // restored from or one of its ancestors, in the same directory as dir.
 // A delta holds only the pages dirtied since that snapshot (over an
 // ancestor: with the pages of the snapshots between, folded in). When parent's chain is too long or
-// fragmented (snapshot.NeedsCompaction) the snapshot is written full
+// fragmented (snapshot.Shape.NeedsCompaction) the snapshot is written full
 // instead: check the result's Full. On failure nothing is written and
 // the dirty pages stay counted for the next try.
 func (m *Machine) Snapshot(dir, parent string) (*snapshot.Snapshot, error) {

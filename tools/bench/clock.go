@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"sandfs/tools/tsc"
@@ -32,15 +30,9 @@ func since(s stamp) time.Duration {
 // line (the lab gives it), else measured against the system clock over a
 // second. It returns where the frequency came from.
 func initClock() string {
-	if b, err := os.ReadFile("/proc/cmdline"); err == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if v, ok := strings.CutPrefix(f, "tsc_early_khz="); ok {
-				if k, err := strconv.ParseFloat(v, 64); err == nil && k > 0 {
-					tscKHz = k
-					return "TSC, " + v + " kHz from tsc_early_khz"
-				}
-			}
-		}
+	if k, ok := tsc.CmdlineKHz(); ok {
+		tscKHz = k
+		return "TSC, " + strconv.FormatFloat(k, 'f', -1, 64) + " kHz from tsc_early_khz"
 	}
 	t0, c0 := time.Now(), tsc.Read()
 	time.Sleep(time.Second)

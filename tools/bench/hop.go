@@ -3,6 +3,7 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -19,10 +20,8 @@ import (
 // 64-byte message over a unix socketpair between two threads of this
 // process, between this process and a child (blocking system calls on
 // one thread each), and between the two through net.Conns (Go's
-// netpoller, as the VMM and the daemon talk), alternating. A process
-// switch costs more than a thread switch where the emulation flushes
-// its TLB on an address-space change (the lab under TCG); this says how
-// much more.
+// netpoller, as the VMM and the daemon talk), alternating: how much
+// more a process switch costs than a thread switch on this host.
 
 const hopMsg = 64
 
@@ -52,11 +51,7 @@ func hopMain(args []string) int {
 		return codeUsage
 	}
 	if *child {
-		echo := hopEcho
-		if *netpoll {
-			echo = hopEchoConn
-		}
-		if err := echo(3, *n); err != nil {
+		if err := hopEchoOn(3, *netpoll, *n); err != nil {
 			fmt.Fprintf(os.Stderr, "bench hop: child: %v\n", err)
 			return codeError
 		}
@@ -96,9 +91,9 @@ func hopThreads(n int) (time.Duration, error) {
 	echoed := make(chan error, 1)
 	go func() {
 		defer unix.Close(fds[1])
-		echoed <- hopEcho(fds[1], n)
+		echoed <- hopEchoOn(fds[1], false, n)
 	}()
-	d, err := hopPing(fds[0], n)
+	d, err := hopPingOn(fds[0], false, n)
 	if eerr := <-echoed; err == nil {
 		err = eerr
 	}
@@ -127,97 +122,81 @@ func hopProcs(n int, netpoll bool) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	ping := hopPing
-	if netpoll {
-		ping = hopPingConn
-	}
-	d, err := ping(fds[0], n)
+	d, err := hopPingOn(fds[0], netpoll, n)
 	if werr := c.Wait(); err == nil && werr != nil {
 		err = fmt.Errorf("child: %w", werr)
 	}
 	return d, err
 }
 
-// hopConn is fd as a net.Conn (on a descriptor of its own).
-func hopConn(fd int) (net.Conn, error) {
-	f := os.NewFile(uintptr(fd), "hop")
-	defer f.Close()
-	return net.FileConn(f)
+// hopPingOn and hopEchoOn are the two ends of a hop on fd: with
+// netpoll through a net.Conn of its own (on a duplicate of fd: fd stays
+// the caller's), else with blocking system calls on this goroutine's
+// thread, locked to it.
+func hopPingOn(fd int, netpoll bool, n int) (time.Duration, error) {
+	var d time.Duration
+	err := hopOn(fd, netpoll, func(rw io.ReadWriter) (err error) {
+		d, err = hopPing(rw, n)
+		return err
+	})
+	return d, err
 }
 
-// hopPingConn is hopPing through a net.Conn. fd is the caller's to close.
-func hopPingConn(fd, n int) (time.Duration, error) {
+func hopEchoOn(fd int, netpoll bool, n int) error {
+	return hopOn(fd, netpoll, func(rw io.ReadWriter) error { return hopEcho(rw, n) })
+}
+
+func hopOn(fd int, netpoll bool, f func(io.ReadWriter) error) error {
+	if !netpoll {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		return f(fdRW(fd))
+	}
 	dup, err := unix.Dup(fd)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	c, err := hopConn(dup)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	b := make([]byte, hopMsg)
-	t := now()
-	for i := 0; i < n; i++ {
-		if _, err := c.Write(b); err != nil {
-			return 0, err
-		}
-		if m, err := c.Read(b); err != nil || m != hopMsg {
-			return 0, fmt.Errorf("read %d bytes: %v", m, err)
-		}
-	}
-	return since(t) / time.Duration(n), nil
-}
-
-// hopEchoConn is hopEcho through a net.Conn.
-func hopEchoConn(fd, n int) error {
-	c, err := hopConn(fd)
+	file := os.NewFile(uintptr(dup), "hop")
+	c, err := net.FileConn(file)
+	file.Close()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	b := make([]byte, hopMsg)
-	for i := 0; i < n; i++ {
-		m, err := c.Read(b)
-		if err != nil || m != hopMsg {
-			return fmt.Errorf("echo: read %d bytes: %v", m, err)
-		}
-		if _, err := c.Write(b); err != nil {
-			return err
-		}
-	}
-	return nil
+	return f(c)
 }
 
-// hopPing sends n messages on fd, each after the last came back, and
+// fdRW reads and writes a descriptor with plain system calls.
+type fdRW int
+
+func (fd fdRW) Read(b []byte) (int, error)  { return unix.Read(int(fd), b) }
+func (fd fdRW) Write(b []byte) (int, error) { return unix.Write(int(fd), b) }
+
+// hopPing sends n messages on rw, each after the last came back, and
 // returns the mean round trip.
-func hopPing(fd, n int) (time.Duration, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+func hopPing(rw io.ReadWriter, n int) (time.Duration, error) {
 	b := make([]byte, hopMsg)
 	t := now()
 	for i := 0; i < n; i++ {
-		if _, err := unix.Write(fd, b); err != nil {
+		if _, err := rw.Write(b); err != nil {
 			return 0, err
 		}
-		if m, err := unix.Read(fd, b); err != nil || m != hopMsg {
+		if m, err := rw.Read(b); err != nil || m != hopMsg {
 			return 0, fmt.Errorf("read %d bytes: %v", m, err)
 		}
 	}
 	return since(t) / time.Duration(n), nil
 }
 
-// hopEcho sends back each of n messages on fd.
-func hopEcho(fd, n int) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+// hopEcho sends back each of n messages on rw.
+func hopEcho(rw io.ReadWriter, n int) error {
 	b := make([]byte, hopMsg)
 	for i := 0; i < n; i++ {
-		m, err := unix.Read(fd, b)
+		m, err := rw.Read(b)
 		if err != nil || m != hopMsg {
 			return fmt.Errorf("echo: read %d bytes: %v", m, err)
 		}
-		if _, err := unix.Write(fd, b); err != nil {
+		if _, err := rw.Write(b); err != nil {
 			return err
 		}
 	}

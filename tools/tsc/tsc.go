@@ -15,26 +15,30 @@ import (
 // read before earlier instructions complete).
 func Read() uint64
 
-// CmdlineClock returns a monotonic clock (the time since the call) that
-// counts the TSC at the frequency the kernel command line gives
-// (tsc_early_khz=, as the lab's does), and ok false where it gives none:
-// there the system clock is fine enough.
-func CmdlineClock() (clock func() time.Duration, ok bool) {
+// CmdlineKHz is the TSC frequency the kernel command line gives
+// (tsc_early_khz=, as the lab's does), and ok false where it gives none.
+func CmdlineKHz() (khz float64, ok bool) {
 	b, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
-		return nil, false
+		return 0, false
 	}
 	for _, f := range strings.Fields(string(b)) {
-		v, found := strings.CutPrefix(f, "tsc_early_khz=")
-		if !found {
-			continue
+		if v, found := strings.CutPrefix(f, "tsc_early_khz="); found {
+			khz, err := strconv.ParseFloat(v, 64)
+			return khz, err == nil && khz > 0
 		}
-		khz, err := strconv.ParseFloat(v, 64)
-		if err != nil || khz <= 0 {
-			return nil, false
-		}
-		t0 := Read()
-		return func() time.Duration { return time.Duration(float64(Read()-t0) / khz * 1e6) }, true
 	}
-	return nil, false
+	return 0, false
+}
+
+// CmdlineClock returns a monotonic clock (the time since the call) that
+// counts the TSC at CmdlineKHz, and ok false where the command line
+// gives no frequency: there the system clock is fine enough.
+func CmdlineClock() (clock func() time.Duration, ok bool) {
+	khz, ok := CmdlineKHz()
+	if !ok {
+		return nil, false
+	}
+	t0 := Read()
+	return func() time.Duration { return time.Duration(float64(Read()-t0) / khz * 1e6) }, true
 }
