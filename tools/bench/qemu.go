@@ -182,9 +182,12 @@ func waitConsole(ctx context.Context, console, marker string, ended chan struct{
 	}
 }
 
-func tail(b []byte) string {
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
+func tail(b []byte) string { return tailN(b, 2000) }
+
+// tailN is the last n bytes of b.
+func tailN(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
 	}
 	return string(b)
 }

@@ -120,12 +120,20 @@ func (d *daemon) newSandbox(id, extra string) (time.Duration, error) {
 // benchTree measures through the daemon's tree: new template=base one at
 // a time and at each concurrency of concs, then snapshot, rollback and
 // new from= of one sandbox.
-func (r *run) benchTree(ctx context.Context, concs []int) (*treeResult, error) {
+func (r *run) benchTree(ctx context.Context, concs []int) (_ *treeResult, err error) {
 	d, err := r.startDaemon(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer d.stop()
+	defer func() {
+		// The scratch directory goes with the run: what the daemon
+		// logged of a failure is kept only here.
+		if err != nil {
+			b, _ := os.ReadFile(d.log)
+			r.progress("  the daemon's log, its end:\n%s", tailN(b, 6000))
+		}
+	}()
 	res := &treeResult{newC: map[int]time.Duration{}, concs: concs}
 	seq := 0
 	id := func() string { seq++; return "b" + strconv.Itoa(seq) }

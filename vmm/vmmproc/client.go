@@ -79,9 +79,18 @@ func (p *Process) check() error {
 	}
 }
 
+// endGrace bounds how long a failed control request waits for the
+// process's end to be known: a lost connection is nearly always the VMM
+// ending (its guest reset, say), and its reaper knows why only after
+// the wait and the last of its log (up to logDrain). Until 2026-12-04 it
+// was 100 ms, and a restored guest that reset during a loaded launch
+// failed its `new` with "connection lost during open status" instead of
+// its reset, which the reaper learnt 180 ms after it.
+const endGrace = logDrain + time.Second
+
 // do runs f on the control session. A failure that is not the VMM's
-// refusal (a *msg.Error other than EIO) is, if the process exits
-// meanwhile, its end (ErrEnded and why).
+// refusal (a *msg.Error other than EIO) is, if the process exits within
+// endGrace, its end (ErrEnded and why).
 func (p *Process) do(f func(*session) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -95,7 +104,7 @@ func (p *Process) do(f func(*session) error) error {
 	select {
 	case <-p.exited:
 		return p.ended()
-	case <-time.After(100 * time.Millisecond):
+	case <-time.After(endGrace):
 		return err
 	}
 }
