@@ -46,7 +46,7 @@ func (w *World) copyUp(path string, data bool) error {
 		}
 		done := make(chan struct{})
 		w.inflight[path] = done
-		seen := &sight{l: l, gen: w.gen.Load()}
+		seen := &sight{l: l, gen: w.clog.load()}
 		w.mu.Unlock()
 
 		err = w.copyFile(path, seen, data)
@@ -59,37 +59,32 @@ func (w *World) copyUp(path string, data bool) error {
 }
 
 // upperDirs makes sure the directory path is in the upper, copying up
-// it and its ancestors (mode, owner, times, never data). Called with mu
+// it and its ancestors (mode, owner, times, never data); a directory in
+// the upper needs nothing more (so are those above it). Called with mu
 // held.
 func (w *World) upperDirs(path string) (loc, error) {
-	l, err := w.rootLoc()
-	if err != nil || path == "" {
+	l, err := w.resolveDir(path)
+	switch {
+	case err != nil:
+		return l, err
+	case !l.isDir():
+		return l, syscall.ENOTDIR
+	case l.up:
+		return l, nil
+	}
+	dir, _ := split(path)
+	if _, err := w.upperDirs(dir); err != nil {
 		return l, err
 	}
-	cur := ""
-	for _, name := range splitPath(path) {
-		c, err := w.child(&l, cur, name)
-		switch {
-		case err != nil:
-			return c, err
-		case !c.exists():
-			return c, syscall.ENOENT
-		case !c.isDir():
-			return c, syscall.ENOTDIR
-		}
-		next := join(cur, name)
-		if !c.up {
-			w.changed()
-			if err := w.copyDir(next, &c.ls); err != nil {
-				return c, err
-			}
-			if c.us, err = lstatAt(w.upper, next); err != nil {
-				return c, err
-			}
-			c.up = true
-		}
-		l, cur = c, next
+	err = w.copyDir(path, &l.ls)
+	w.changed(path)
+	if err != nil {
+		return l, err
 	}
+	if l.us, err = lstatAt(w.upper, path); err != nil {
+		return l, err
+	}
+	l.up = true
 	return l, nil
 }
 
@@ -114,7 +109,7 @@ func (w *World) copySpecial(path string, st *unix.Stat_t) error {
 			return err
 		}
 	}
-	w.changed()
+	defer w.changed(path)
 	err := inParent(w.upper, path, func(dirfd int, name string) error {
 		if isLink(st) {
 			return unix.Symlinkat(target, dirfd, name)
@@ -170,7 +165,7 @@ func (w *World) copyFile(path string, s *sight, data bool) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.restat(path, s); !ok {
+	if _, _, ok := w.restat(path, s); !ok {
 		l, err := w.resolve(path)
 		switch {
 		case err != nil:
@@ -181,10 +176,10 @@ func (w *World) copyFile(path string, s *sight, data bool) error {
 			return syscall.EAGAIN // the lower's file was replaced meanwhile
 		}
 	}
-	w.changed()
 	err = withAt(w.upper, dir, unix.O_PATH|unix.O_DIRECTORY, func(dirfd int) error {
 		return unix.Linkat(unix.AT_FDCWD, procPath(tmp), dirfd, name, unix.AT_SYMLINK_FOLLOW)
 	})
+	w.changed(path)
 	if err != nil {
 		return err
 	}
@@ -218,17 +213,4 @@ func (w *World) copyData(path string, dst int, size int64) error {
 		w.copyNanos.Add(int64(time.Since(start)))
 	}
 	return err
-}
-
-func splitPath(path string) []string {
-	if path == "" {
-		return nil
-	}
-	var out []string
-	for path != "" {
-		dir, name := split(path)
-		out = append([]string{name}, out...)
-		path = dir
-	}
-	return out
 }

@@ -34,7 +34,7 @@ func (d *Dir) change(name string, f func() error) error {
 	defer d.w.layers.RUnlock()
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
-	defer d.w.changed()
+	defer d.w.changed(join(d.p(), name))
 	return f()
 }
 

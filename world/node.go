@@ -24,16 +24,35 @@ type node struct {
 	used atomic.Bool
 }
 
-// sight is what a node's path was at a World.gen (read before it was
-// seen; 0: unknown).
+// sight is what a node's path was at a generation of World.clog (read
+// before it was seen; 0: unknown).
 type sight struct {
 	l   loc
 	gen uint64
 }
 
-// fresh reports whether s was seen at the current gen: the upper's
-// names are as they were then.
-func (w *World) fresh(s *sight) bool { return s.gen != 0 && s.gen == w.gen.Load() }
+// fresh reports whether what s saw of path still holds for the upper's
+// names: no change since touched path or a directory above it; and the
+// generation it holds at (the node may be stamped with it: keep). A
+// view (UpperView) shows the upper's own names, which a change of
+// another path's may touch too (its whiteout, its parent's opaque
+// marker): for it, any change since does.
+func (w *World) fresh(s *sight, path string) (bool, uint64) {
+	if w.ro {
+		return s.gen != 0 && s.gen == w.clog.load(), s.gen
+	}
+	touched, at := w.clog.touches(s.gen, path)
+	return !touched, at
+}
+
+// keep stamps n, seen as s, with what it is at generation at (fresh),
+// so that its next use looks at the changes after at only; unless
+// another use stamped it meanwhile.
+func keep(n *node, s *sight, l loc, at uint64) {
+	if at != s.gen || l != s.l {
+		n.seen.CompareAndSwap(s, &sight{l: l, gen: at})
+	}
+}
 
 // sameFile reports whether a and b state one file of one type.
 func sameFile(a, b *unix.Stat_t) bool {
@@ -73,7 +92,7 @@ var (
 func (w *World) Root() (sfs.Dir, error) {
 	w.layers.RLock()
 	defer w.layers.RUnlock()
-	g := w.gen.Load()
+	g := w.clog.load()
 	l, err := w.rootLoc()
 	if err != nil {
 		return nil, err
@@ -81,7 +100,7 @@ func (w *World) Root() (sfs.Dir, error) {
 	return w.node("", l, g).(*Dir), nil
 }
 
-// node makes the node of path, seen as l at gen g.
+// node makes the node of path, seen as l at generation g.
 func (w *World) node(path string, l loc, g uint64) sfs.Node {
 	var n sfs.Node
 	var nn *node
@@ -142,31 +161,35 @@ func (n *node) Stat(context.Context) (sfs.Attr, error) {
 	}, nil
 }
 
-// current is what n is now; layers held. While the upper's names are as
-// they were when n was seen (World.gen unchanged), n shows from the same
+// current is what n is now; layers held. While no change of the upper
+// touched n's path since n was seen (fresh), n shows from the same
 // layer, so only its entry there is stated again (an openat2, fstat and
 // close) rather than every directory from the root (about eight system
-// calls each); after a change of the upper, or when the entry is no
-// longer the file its layer had (a lower changed from outside), the path
-// is resolved again.
+// calls each); after a change of its path or a directory above it, or
+// when the entry is no longer the file its layer had (a lower changed
+// from outside), the path is resolved again.
 func (w *World) current(n *node) (loc, error) {
 	p := n.p()
 	if p == "" {
 		return w.rootLoc()
 	}
-	if l, ok := w.restat(p, n.seen.Load()); ok {
+	s := n.seen.Load()
+	if l, at, ok := w.restat(p, s); ok {
+		keep(n, s, l, at)
 		return l, nil
 	}
 	return w.refresh(n) // kept: its next use states the new file
 }
 
-// restat is what path, seen as s, is now, if the upper's names are as
-// they were then (World.gen) and its entry in the layer it showed from
-// is still the file seen (one openat2, fstat and close); ok false means
-// path must be resolved again. Layers held.
-func (w *World) restat(path string, s *sight) (l loc, ok bool) {
-	if !w.fresh(s) {
-		return loc{}, false
+// restat is what path, seen as s, is now (and the generation it is
+// fresh at), if no change of the upper touched path since (fresh) and
+// its entry in the layer it showed from is still the file seen (one
+// openat2, fstat and close); ok false means path must be resolved
+// again. Layers held.
+func (w *World) restat(path string, s *sight) (l loc, at uint64, ok bool) {
+	fresh, at := w.fresh(s, path)
+	if !fresh {
+		return loc{}, 0, false
 	}
 	l = s.l
 	root, st := w.lower, &l.ls
@@ -175,17 +198,19 @@ func (w *World) restat(path string, s *sight) (l loc, ok bool) {
 	}
 	now, err := lstatAt(root, path)
 	if err != nil || !sameFile(&now, st) {
-		return loc{}, false
+		return loc{}, 0, false
 	}
 	*st = now
-	return l, true
+	return l, at, true
 }
 
-// sighted is what n's path is at the current World.gen, for what depends
-// only on the upper's names (a lookup's layers): what n saw, if the upper
-// has not changed since (no system call), else refresh. Layers held.
+// sighted is what n's path is now, for what depends only on the upper's
+// names (a lookup's layers): what n saw, if no change of the upper
+// touched its path since (no system call), else refresh. Layers held.
 func (w *World) sighted(n *node) (loc, error) {
-	if s := n.seen.Load(); w.fresh(s) {
+	s := n.seen.Load()
+	if fresh, at := w.fresh(s, n.p()); fresh {
+		keep(n, s, s.l, at)
 		return s.l, nil
 	}
 	return w.refresh(n)
@@ -195,7 +220,7 @@ func (w *World) sighted(n *node) (loc, error) {
 // change of the upper costs each node one resolution, not one per use).
 // Layers held.
 func (w *World) refresh(n *node) (loc, error) {
-	g := w.gen.Load()
+	g := w.clog.load()
 	l, err := w.resolve(n.p())
 	if err == nil {
 		n.seen.Store(&sight{l: l, gen: g})
@@ -226,7 +251,7 @@ func (d *Dir) Lookup(_ context.Context, name string) (sfs.Node, error) {
 	}
 	d.w.layers.RLock()
 	defer d.w.layers.RUnlock()
-	g := d.w.gen.Load()
+	g := d.w.clog.load()
 	p, err := d.w.sighted(&d.node)
 	if err != nil {
 		return nil, err
@@ -407,7 +432,7 @@ func (f *File) open(_ context.Context, flags sfs.OpenFlags) (sfs.Handle, error) 
 // place from outside from holding the open. Layers held.
 func (w *World) openSeen(n *node, of int) (int, bool) {
 	s, p := n.seen.Load(), n.p()
-	if p == "" || !w.fresh(s) || !isReg(s.l.st()) {
+	if fresh, _ := w.fresh(s, p); p == "" || !fresh || !isReg(s.l.st()) {
 		return -1, false
 	}
 	fd, err := openAt(w.layerOf(&s.l), p, of|unix.O_NONBLOCK, 0)

@@ -42,7 +42,7 @@ func (d *Dir) renameTo(_ context.Context, oldName string, newDir sfs.Node, newNa
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer w.changed()
+	defer w.changed(src, dst)
 	return w.rename(d.p(), oldName, nd.p(), newName, src, dst)
 }
 

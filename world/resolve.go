@@ -2,6 +2,7 @@ package world
 
 import (
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -84,27 +85,75 @@ func (w *World) child(p *loc, ppath, name string) (loc, error) {
 	return c, nil
 }
 
-// resolve returns what path is, walking from the root: ENOENT when it
-// does not exist, ENOTDIR when a component on the way is no directory.
+// resolve returns what path is: ENOENT when it does not exist, ENOTDIR
+// when a component on the way is no directory. Its last component is
+// stated now; the directories on the way are what they were last seen
+// as, while no change of the upper touched them since (resolveDir).
 func (w *World) resolve(path string) (loc, error) {
-	l, err := w.rootLoc()
-	if err != nil || path == "" {
-		return l, err
+	if path == "" {
+		return w.rootLoc()
 	}
-	cur := ""
-	for _, name := range strings.Split(path, "/") {
-		if !l.isDir() {
-			return l, syscall.ENOTDIR
-		}
-		if l, err = w.child(&l, cur, name); err != nil {
-			return l, err
-		}
-		if !l.exists() {
-			return l, syscall.ENOENT
-		}
-		cur = join(cur, name)
+	dir, name := split(path)
+	p, err := w.resolveDir(dir)
+	if err != nil {
+		return p, err
 	}
-	return l, nil
+	if !p.isDir() {
+		return p, syscall.ENOTDIR
+	}
+	l, err := w.child(&p, dir, name)
+	if err == nil && !l.exists() {
+		err = syscall.ENOENT
+	}
+	return l, err
+}
+
+// resolveDir is resolve of a directory on the way to a path, from
+// w.dirs while no change touched it (or a directory above it) since it
+// was resolved: its layers (up, low, opaque) are what a child's lookup
+// needs, and only a change of its own path changes them. Its attributes
+// may be older than the directory's (a file created in it since).
+// Until 2026-12-04 every resolution stated every directory from the
+// root again (about eight system calls each), and every change of the
+// upper sent every node back to that.
+func (w *World) resolveDir(path string) (loc, error) {
+	if s := w.dirs.get(path); s != nil {
+		if fresh, _ := w.fresh(s, path); fresh {
+			return s.l, nil
+		}
+	}
+	g := w.clog.load()
+	l, err := w.resolve(path)
+	if err == nil && l.isDir() {
+		w.dirs.put(path, &sight{l: l, gen: g})
+	}
+	return l, err
+}
+
+// dirCacheMax bounds a world's cache of resolved directories: past it,
+// the cache starts afresh.
+const dirCacheMax = 1024
+
+// dirCache is what a world's directories were last resolved as, by path
+// (resolveDir). The zero value is empty.
+type dirCache struct {
+	mu sync.Mutex // a leaf
+	m  map[string]*sight
+}
+
+func (c *dirCache) get(path string) *sight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[path]
+}
+
+func (c *dirCache) put(path string, s *sight) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= dirCacheMax {
+		c.m = make(map[string]*sight)
+	}
+	c.m[path] = s
 }
 
 // ino is the stable inode number the union shows for l: the lower's

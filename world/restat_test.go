@@ -111,3 +111,84 @@ func TestNodeSeesChanges(t *testing.T) {
 		t.Errorf("after its removal from the lower: %v; want ENOENT", err)
 	}
 }
+
+// TestNodeAfterItsDirectoryChanged: a node and the directories resolved
+// on its way (World.dirs) stay as seen while changes elsewhere (a
+// sibling copied up, a file created beside) do not touch them, and are
+// resolved again once a change touches a directory above them: a rename,
+// a removal, a directory made again over a whiteout (opaque).
+func TestNodeAfterItsDirectoryChanged(t *testing.T) {
+	lower := newLower(t)
+	must(t, os.WriteFile(filepath.Join(lower, "dir/sub/d.txt"), []byte("delta"), 0o640))
+	w := openWorld(t, lower, Overlay)
+	root, err := w.Root()
+	must(t, err)
+	walk := func(p string) sfs.Node {
+		t.Helper()
+		n, err := sfs.Walk(bg, root, p)
+		must(t, err)
+		return n
+	}
+	c := walk("dir/sub/c.txt")
+	c.Stat(bg) // the lookup's own attributes: later ones are stated
+	if got := read(t, c); got != "gamma" {
+		t.Fatalf("read %q", got)
+	}
+	h, err := sfs.Open(bg, walk("dir/b.txt"), sfs.WriteOnly) // copies dir up
+	must(t, err)
+	h.Close()
+	sub := walk("dir/sub")
+	_, nh, err := sub.(sfs.Creator).Create(bg, "new.txt", sfs.WriteOnly, 0o640)
+	must(t, err)
+	nh.Close()
+	h, err = sfs.Open(bg, walk("dir/sub/d.txt"), sfs.WriteOnly) // a sibling copied up
+	must(t, err)
+	_, err = h.Write(bg, []byte("DELTA"), 0)
+	must(t, err)
+	h.Close()
+	if got := read(t, c); got != "gamma" {
+		t.Errorf("after changes beside it: %q; want gamma", got)
+	}
+	if got := read(t, walk("dir/sub/d.txt")); got != "DELTA" {
+		t.Errorf("the sibling copied up: %q; want DELTA", got)
+	}
+	dir := walk("dir")
+	_, err = dir.(sfs.Mkdirer).Mkdir(bg, "mine", 0o750) // the world's own: a rename moves it
+	must(t, err)
+	_, mh, err := walk("dir/mine").(sfs.Creator).Create(bg, "f", sfs.WriteOnly, 0o640)
+	must(t, err)
+	_, err = mh.Write(bg, []byte("mine"), 0)
+	must(t, err)
+	mh.Close()
+	m := walk("dir/mine/f")
+	m.Stat(bg)
+	if got := read(t, m); got != "mine" {
+		t.Fatalf("read %q", got)
+	}
+	must(t, dir.(sfs.Renamer).Rename(bg, "mine", dir, "mine2"))
+	if _, err := m.Stat(bg); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("after its directory's rename: %v; want ENOENT", err)
+	}
+	if _, err := sfs.Walk(bg, root, "dir/mine/f"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("walk to the old path: %v; want ENOENT", err)
+	}
+	if got := read(t, walk("dir/mine2/f")); got != "mine" {
+		t.Errorf("at the new path: %q; want mine", got)
+	}
+	for _, name := range []string{"c.txt", "d.txt", "new.txt"} {
+		must(t, sub.(sfs.Remover).Remove(bg, name, false))
+	}
+	must(t, dir.(sfs.Remover).Remove(bg, "sub", true))
+	if _, err := c.Stat(bg); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("after its directory's removal: %v; want ENOENT", err)
+	}
+	_, err = dir.(sfs.Mkdirer).Mkdir(bg, "sub", 0o750)
+	must(t, err)
+	if _, err := c.Stat(bg); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("in the directory made again (opaque): %v; want ENOENT", err)
+	}
+	ents, err := walk("dir/sub").(sfs.Dir).List(bg)
+	if err != nil || len(ents) != 0 {
+		t.Errorf("the directory made again lists %v, %v; want nothing", ents, err)
+	}
+}

@@ -20,7 +20,7 @@ func (w *World) UpperView() (sfs.Dir, error) {
 	defer w.layers.RUnlock()
 	w.mu.Lock()
 	if w.view == nil {
-		v := &World{mode: UnsafeRW, ro: true, lower: -1, upper: -1, work: -1, meta: newMemMeta(), inflight: map[string]chan struct{}{}, gen: w.gen}
+		v := &World{mode: UnsafeRW, ro: true, lower: -1, upper: -1, work: -1, meta: newMemMeta(), inflight: map[string]chan struct{}{}, clog: w.clog}
 		if err := v.setUpper(w.upper); err != nil {
 			w.mu.Unlock()
 			return nil, err

@@ -58,10 +58,12 @@ type World struct {
 	upper  int // O_PATH descriptor of dir/upper (the lower's in UnsafeRW); guarded by layers
 	work   int // O_PATH descriptor of dir/work; guarded by layers
 
-	// gen counts the changes of the upper (from 1): a node whose loc was
-	// seen at the current gen may use it for its lookups. The UpperView
-	// shares its world's.
-	gen *atomic.Uint64
+	// clog counts the changes of the upper and remembers the paths
+	// of the latest: a node whose loc was seen before no change touched
+	// its path may use it for its lookups (fresh). The UpperView shares
+	// its world's.
+	clog *changeLog
+	dirs dirCache // the directories resolved, while fresh (resolveDir)
 
 	mu       sync.Mutex               // changes of the upper's names
 	inflight map[string]chan struct{} // copy-ups under way, by path; guarded by mu
@@ -90,8 +92,7 @@ type World struct {
 // time, and tidies what a killed Discard left.
 func Open(lower, dir string, mode Mode) (*World, error) {
 	w := &World{dir: dir, mode: mode, lower: -1, upper: -1, work: -1, inflight: map[string]chan struct{}{}}
-	w.gen = new(atomic.Uint64)
-	w.gen.Store(1)
+	w.clog = newChangeLog()
 	if err := w.open(lower); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("world: open %q: %w", dir, err)
@@ -209,7 +210,7 @@ func (w *World) shadowed(path string) bool {
 }
 
 // changed marks a change of the upper: nodes resolve again.
-func (w *World) changed() { w.gen.Add(1) }
+func (w *World) changed(paths ...string) { w.clog.record(paths...) }
 
 // writable refuses changes in a read-only world or view.
 func (w *World) writable() error {
