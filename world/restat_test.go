@@ -27,6 +27,18 @@ func read(t *testing.T, n sfs.Node) string {
 	return string(buf[:k])
 }
 
+// walker returns w's root and a walk from it that must succeed.
+func walker(t *testing.T, w *World) (sfs.Dir, func(string) sfs.Node) {
+	root, err := w.Root()
+	must(t, err)
+	return root, func(p string) sfs.Node {
+		t.Helper()
+		n, err := sfs.Walk(bg, root, p)
+		must(t, err)
+		return n
+	}
+}
+
 // TestNodeSeesChanges: a node found once (a 9P fid, a FUSE inode) states
 // what its path is at each use, whether the change came through the
 // world (copy-up, chmod, remove) or, for the lower, from outside it (the
@@ -36,14 +48,7 @@ func read(t *testing.T, n sfs.Node) string {
 func TestNodeSeesChanges(t *testing.T) {
 	lower := newLower(t)
 	w := openWorld(t, lower, Overlay)
-	root, err := w.Root()
-	must(t, err)
-	walk := func(p string) sfs.Node {
-		t.Helper()
-		n, err := sfs.Walk(bg, root, p)
-		must(t, err)
-		return n
-	}
+	root, walk := walker(t, w)
 	size := func(n sfs.Node) int64 {
 		t.Helper()
 		a, err := n.Stat(bg)
@@ -121,14 +126,7 @@ func TestNodeAfterItsDirectoryChanged(t *testing.T) {
 	lower := newLower(t)
 	must(t, os.WriteFile(filepath.Join(lower, "dir/sub/d.txt"), []byte("delta"), 0o640))
 	w := openWorld(t, lower, Overlay)
-	root, err := w.Root()
-	must(t, err)
-	walk := func(p string) sfs.Node {
-		t.Helper()
-		n, err := sfs.Walk(bg, root, p)
-		must(t, err)
-		return n
-	}
+	root, walk := walker(t, w)
 	c := walk("dir/sub/c.txt")
 	c.Stat(bg) // the lookup's own attributes: later ones are stated
 	if got := read(t, c); got != "gamma" {
