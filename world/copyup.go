@@ -60,10 +60,14 @@ func (w *World) copyUp(path string, data bool) error {
 
 // upperDirs makes sure the directory path is in the upper, copying up
 // it and its ancestors (mode, owner, times, never data); a directory in
-// the upper needs nothing more (so are those above it). Called with mu
-// held.
+// the upper needs nothing more (so are those above it). One to copy is
+// stated again: its cached resolution may hold older attributes than
+// the lower's now. Called with mu held.
 func (w *World) upperDirs(path string) (loc, error) {
 	l, err := w.resolveDir(path)
+	if err == nil && l.isDir() && !l.up {
+		l, err = w.resolve(path)
+	}
 	switch {
 	case err != nil:
 		return l, err

@@ -118,10 +118,12 @@ func TestNodeSeesChanges(t *testing.T) {
 }
 
 // TestNodeAfterItsDirectoryChanged: a node and the directories resolved
-// on its way (World.dirs) stay as seen while changes elsewhere (a
-// sibling copied up, a file created beside) do not touch them, and are
-// resolved again once a change touches a directory above them: a rename,
-// a removal, a directory made again over a whiteout (opaque).
+// on its way (World.dirs) show what is there while changes go on beside
+// them (a sibling copied up, a file created), and after a change of a
+// directory above: a rename, a removal, a directory made again over a
+// whiteout (opaque). (That a change above touches a path is
+// TestChangeLogTouches's: here a node's own entry, gone from its layer,
+// sends it back to a resolution too.)
 func TestNodeAfterItsDirectoryChanged(t *testing.T) {
 	lower := newLower(t)
 	must(t, os.WriteFile(filepath.Join(lower, "dir/sub/d.txt"), []byte("delta"), 0o640))
@@ -188,5 +190,28 @@ func TestNodeAfterItsDirectoryChanged(t *testing.T) {
 	ents, err := walk("dir/sub").(sfs.Dir).List(bg)
 	if err != nil || len(ents) != 0 {
 		t.Errorf("the directory made again lists %v, %v; want nothing", ents, err)
+	}
+}
+
+// TestCopyUpDirNow: a directory copied up takes the lower's attributes
+// as they are at the copy-up, even when its resolution was cached
+// (World.dirs) before the lower changed from outside.
+func TestCopyUpDirNow(t *testing.T) {
+	lower := newLower(t)
+	w := openWorld(t, lower, Overlay)
+	_, walk := walker(t, w)
+	d := walk("dir")
+	w.layers.RLock()
+	_, err := w.resolve("dir/b.txt") // caches dir's resolution
+	w.layers.RUnlock()
+	must(t, err)
+	must(t, os.Chmod(filepath.Join(lower, "dir"), 0o711))
+	_, h, err := d.(sfs.Creator).Create(bg, "new.txt", sfs.WriteOnly, 0o640)
+	must(t, err)
+	h.Close()
+	st, err := os.Stat(filepath.Join(w.Upper(), "dir"))
+	must(t, err)
+	if st.Mode().Perm() != 0o711 {
+		t.Errorf("dir copied up with mode %v; want the lower's now, 0711", st.Mode().Perm())
 	}
 }
