@@ -54,6 +54,7 @@ type conn struct {
 	bounds    fidBounds   // what counts against the fid and open bounds (fidlimit.go); protected by mu
 	budget    *userBudget // shared with its user's other connections, or nil (budget.go); set before serving
 	counted   heldCounts  // c's part of budget; protected by mu
+	clunks    clunkOrder  // ordered clunks (clunkorder.go); its own lock
 }
 
 // inflight is one Tread or Twrite from its frame to its reply. p9 gives
@@ -317,6 +318,7 @@ func (c *conn) sawReply(typ uint8, tag uint16) (hold bool, pass *passedRead, ref
 	}
 	delete(c.reads, tag) // begun or not (refused before its handler ran)
 	refused = c.bounds.replied(typ, tag)
+	c.clunkReplied(tag)
 	c.recountLocked()
 	return hold, pass, refused
 }

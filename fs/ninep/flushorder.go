@@ -65,11 +65,14 @@ func rflushFrame(tag uint16) []byte {
 	return b
 }
 
-// sawRequest notes a request with tag in progress.
-func (c *conn) sawRequest(tag uint16) {
+// sawRequest notes a request with tag in progress and reports whether
+// the tag was free (else p9 drops the request unanswered).
+func (c *conn) sawRequest(tag uint16) (fresh bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, busy := c.flushes.inflight[tag]
 	c.flushes.inflight[tag] = struct{}{}
+	return !busy
 }
 
 // releaseFlushes returns the Rflush replies held for the reply with tag.

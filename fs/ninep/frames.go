@@ -99,6 +99,7 @@ func newFrameReader(rc io.ReadCloser, c *conn) *frameReader {
 func (f *frameReader) Close() error { return f.rc.Close() }
 
 func (f *frameReader) next() error {
+	f.c.waitClunk()
 	var hdr [4]byte
 	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
 		return err
@@ -124,6 +125,14 @@ func (f *frameReader) next() error {
 		// The client's first frame may ask for passed reads
 		// (passread.go); p9 never sees it, and it has no reply.
 		f.c.passReadsAsked()
+		return f.next()
+	}
+	if frame[4] == msgTorderclunks && !authed && f.preAuth <= 2 && size == 7 {
+		// The client's first or second frame may ask for ordered
+		// clunks (clunkorder.go); p9 never sees it.
+		if err := f.c.orderClunksAsked(); err != nil {
+			return err
+		}
 		return f.next()
 	}
 	if typ := frame[4]; !authed && !preAuthType(typ) {
@@ -154,7 +163,7 @@ func (c *conn) observe(frame []byte) {
 	d := decoder{b: frame[4:], ok: true}
 	typ := d.u8()
 	tag := d.u16()
-	c.sawRequest(tag)
+	fresh := c.sawRequest(tag)
 	switch typ {
 	case msgTattach:
 		fid := d.u32()
@@ -196,6 +205,9 @@ func (c *conn) observe(frame []byte) {
 	case msgTclunk, msgTremove:
 		if fid := d.u32(); d.ok {
 			c.sawClunk(fid)
+			if typ == msgTclunk {
+				c.sawClunkTag(tag, fresh)
+			}
 		}
 	}
 }

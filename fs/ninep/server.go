@@ -31,6 +31,10 @@ type Server struct {
 	// passReads: large reads may be passed to clients that ask
 	// (SetPassReads, passread.go). Set before serving.
 	passReads bool
+	// orderClunks: clunks are finished before the next request is read,
+	// for clients that ask (SetOrderClunks, clunkorder.go). Set before
+	// serving.
+	orderClunks bool
 
 	paths    qids.PathGenerator
 	mu       sync.Mutex        // protects qidPaths

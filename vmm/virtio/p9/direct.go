@@ -51,6 +51,11 @@ func (d *Device) readOne(q *virtio.Queue, br *bufio.Reader, gen uint64, buf *[]b
 	if h.typ == tRreadfd && fds != nil {
 		return d.readPassed(q, br, gen, h, fds)
 	}
+	if h.typ == tRorderclunks && h.size == headerLen {
+		br.Discard(headerLen)
+		d.orderedClunks(gen)
+		return nil
+	}
 	large := h.size >= directMin && h.typ != tRflush
 	if large {
 		if !d.t.Begin() {
@@ -85,7 +90,7 @@ func (d *Device) takePending(tag uint16, gen uint64, room int) *request {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p, ok := d.pending[tag]
-	if !ok || p.gen != gen || room > p.c.WritableSpace() {
+	if !ok || p.gen != gen || p.c == nil || room > p.c.WritableSpace() {
 		return nil
 	}
 	delete(d.pending, tag)

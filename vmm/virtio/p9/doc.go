@@ -5,9 +5,11 @@
 //
 // and every 9P request travels as one descriptor chain that also holds
 // the room for its reply. The device does not interpret 9P beyond the
-// frame header: it copies each request to a unix socket (a 9P server
-// elsewhere, the daemon's world server) and each reply from it into the
-// chain of the request with the same tag.
+// frame header, but for Tclunk: it copies each request to a unix socket
+// (a 9P server elsewhere, the daemon's world server) and each reply from
+// it into the chain of the request with the same tag. A Tclunk it
+// answers itself where the server has agreed to finish each clunk before
+// it reads the next request (clunk.go).
 //
 //	chain:  [ readable: size[4] type[1] tag[2] body... ][ writable: reply ]
 //	          |                                          ^

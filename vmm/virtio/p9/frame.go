@@ -13,6 +13,8 @@ const (
 	tTversion = 100 // P9_TVERSION
 	tTflush   = 108 // P9_TFLUSH
 	tRflush   = 109 // P9_RFLUSH
+	tTclunk   = 120 // P9_TCLUNK
+	tRclunk   = 121 // P9_RCLUNK
 )
 
 // headerLen is size[4] type[1] tag[2].

@@ -57,6 +57,7 @@ type Device struct {
 	conn    net.Conn   // the session's socket; nil before the dial and outside a session
 	open    bool       // a session is open (a Tversion came; its dial may be under way)
 	gen     uint64     // session number: each Tversion and each reset bump it
+	ordered bool       // the session's server finishes each clunk before the next request (clunk.go)
 	pending map[uint16]*request
 	held    []Held // chains in flight at the Save, answered at Activate (set by Restore)
 
@@ -64,7 +65,7 @@ type Device struct {
 }
 
 // request is a chain whose request went to the server, waiting for the
-// reply with its tag.
+// reply with its tag, or a clunk the device answered itself (c nil).
 type request struct {
 	c      *virtio.Chain
 	gen    uint64
@@ -168,7 +169,7 @@ func (d *Device) Activate(t *virtio.Transport) error {
 func (d *Device) Reset() {
 	d.mu.Lock()
 	d.gen++
-	d.open = false
+	d.open, d.ordered = false, false
 	if d.conn != nil {
 		d.conn.Close()
 		d.conn = nil

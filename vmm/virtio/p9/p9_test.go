@@ -26,6 +26,7 @@ const (
 	tTgetattr = 24
 	tRgetattr = 25
 	tTread    = 116
+	tTwalk    = 110
 )
 
 var noTag uint16 = 0xffff
@@ -98,16 +99,29 @@ func wantErrno(t *testing.T, u virtiotest.Used, tag uint16, e syscall.Errno) {
 // version opens a session: Tversion, the server's Rversion.
 func version(t *testing.T, d *virtiotest.Driver, s *server) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	return versionAgreeing(t, d, s, false)
+}
+
+// versionAgreeing is version, the server agreeing to ordered clunks
+// (Rorderclunks, clunk.go) before its Rversion if agree.
+func versionAgreeing(t *testing.T, d *virtiotest.Driver, s *server, agree bool) (net.Conn, *bufio.Reader) {
+	t.Helper()
 	tv := frame(tTversion, noTag, []byte("\x00\x00\x01\x00\x08\x009P2000.L"))
 	d.AddKick(0, virtiotest.R(tv), virtiotest.W(64))
 	c, br := s.next()
 	if got := recv(t, c, br); !bytes.Equal(got, tpassreads) {
 		t.Fatalf("server's first frame %x, want Tpassreads %x", got, tpassreads)
 	}
+	if got := recv(t, c, br); !bytes.Equal(got, torderclunks) {
+		t.Fatalf("server's second frame %x, want Torderclunks %x", got, torderclunks)
+	}
 	if got := recv(t, c, br); !bytes.Equal(got, tv) {
 		t.Fatalf("server got %x, want %x", got, tv)
 	}
 	rv := frame(tTversion+1, noTag, []byte("\x00\x00\x01\x00\x08\x009P2000.L"))
+	if agree {
+		c.Write(frame(tRorderclunks, noTag, nil))
+	}
 	c.Write(rv)
 	if u := d.MustWait(0); !bytes.Equal(u.Out, rv) {
 		t.Fatalf("Rversion = %x, want %x", u.Out, rv)

@@ -23,6 +23,9 @@ func (d *Device) Save() State {
 	d.mu.Lock()
 	var held []Held
 	for tag, r := range d.pending {
+		if r.c == nil {
+			continue // a clunk answered early: its guest has its reply
+		}
 		held = append(held, Held{Head: r.c.Head, Tag: tag})
 	}
 	d.mu.Unlock()

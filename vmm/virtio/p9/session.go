@@ -101,6 +101,9 @@ func (d *Device) accept(q *virtio.Queue, c *virtio.Chain) (item, bool, error) {
 		}
 	}
 	r := &request{c: c, oldTag: -1, popped: time.Now()}
+	if it, ok := d.clunkEarly(q, c, h, b, r.popped); ok {
+		return it, true, nil
+	}
 	if h.typ == tTflush {
 		if old, ok := flushOldTag(b); ok {
 			r.oldTag = int(old)
@@ -145,14 +148,16 @@ func (d *Device) refuse(q *virtio.Queue, c *virtio.Chain, b []byte) (item, bool,
 // pause gate.
 func (d *Device) newSessionLocked(q *virtio.Queue) {
 	d.gen++
-	d.open = true
+	d.open, d.ordered = true, false
 	if d.conn != nil {
 		d.conn.Close()
 		d.conn = nil
 	}
 	for tag, r := range d.pending {
 		delete(d.pending, tag)
-		d.writeLocked(q, r.c, rlerror(tag, eio))
+		if r.c != nil {
+			d.writeLocked(q, r.c, rlerror(tag, eio))
+		}
 	}
 }
 
@@ -233,8 +238,9 @@ func (d *Device) dial(gen uint64) {
 	cancel()
 	var fds *rightsReader
 	if uc, ok := c.(*net.UnixConn); ok && err == nil {
-		// Before the Tversion that the caller sends next (passed.go).
-		if _, werr := uc.Write(tpassreads); werr == nil {
+		// Both before the Tversion that the caller sends next
+		// (passed.go, clunk.go).
+		if _, werr := uc.Write(append(append([]byte(nil), tpassreads...), torderclunks...)); werr == nil {
 			fds = newRightsReader(uc)
 		}
 	}
@@ -330,6 +336,10 @@ func (d *Device) reply(q *virtio.Queue, gen uint64, b []byte, signal bool, got t
 		return
 	}
 	delete(d.pending, h.tag)
+	if r.c == nil {
+		earlyReplied(h)
+		return
+	}
 	if h.typ == tRflush && r.oldTag >= 0 {
 		old := uint16(r.oldTag)
 		if o, ok := d.pending[old]; ok && o.gen == gen {
@@ -352,7 +362,7 @@ func (d *Device) endSession(gen uint64, e syscall.Errno) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.gen == gen {
-		d.open = false
+		d.open, d.ordered = false, false
 		if d.conn != nil {
 			d.conn.Close()
 			d.conn = nil
@@ -361,7 +371,9 @@ func (d *Device) endSession(gen uint64, e syscall.Errno) {
 	for tag, r := range d.pending {
 		if r.gen == gen {
 			delete(d.pending, tag)
-			d.writeLocked(q, r.c, rlerror(tag, e))
+			if r.c != nil {
+				d.writeLocked(q, r.c, rlerror(tag, e))
+			}
 		}
 	}
 	d.t.SignalUsed(q)
