@@ -3,6 +3,7 @@ package p9
 import (
 	"encoding/binary"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"sandfs/vmm/virtio"
@@ -24,12 +25,17 @@ import (
 // flight). When all are in flight, or before the server's agreement, a
 // clunk waits for its reply as any request. The guest's Rclunk says
 // success whatever the server answers: a clunk that fails still ends
-// the fid for Linux's client, which does not look at its error; the
-// server's error is logged.
+// the fid for Linux's client, which does not look at its error (the
+// server's is logged), but for a fid of Txattrcreate: its clunk sets
+// the attribute, and setxattr(2) returns the clunk's error. Those clunks
+// wait for their reply (xattrFids, at most maxXattrFids at once: past
+// that the session's clunks all wait).
 const (
-	earlyTagBase = 0xff00
-	earlyTags    = 64
-	clunkLen     = headerLen + 4 // Tclunk: size[4] type[1] tag[2] fid[4]
+	earlyTagBase  = 0xff00
+	earlyTags     = 64
+	maxXattrFids  = 1024
+	tTxattrcreate = 32            // P9_TXATTRCREATE: size[4] type[1] tag[2] fid[4] name[s] attr_size[8] flags[4]
+	clunkLen      = headerLen + 4 // Tclunk: size[4] type[1] tag[2] fid[4]
 )
 
 // Frames of sandfs's own about clunks (fs/ninep, clunkorder.go).
@@ -57,6 +63,11 @@ func (d *Device) clunkEarly(q *virtio.Queue, c *virtio.Chain, h header, b []byte
 	if _, dup := d.pending[h.tag]; dup {
 		return item{}, false // refused as a duplicate by register
 	}
+	fid := binary.LittleEndian.Uint32(b[headerLen:])
+	if d.xattrFids[fid] {
+		delete(d.xattrFids, fid)
+		return item{}, false
+	}
 	tag, ok := d.earlyTagLocked()
 	if !ok {
 		return item{}, false
@@ -66,6 +77,21 @@ func (d *Device) clunkEarly(q *virtio.Queue, c *virtio.Chain, h header, b []byte
 	d.stats.earlyClunks.Add(1)
 	binary.LittleEndian.PutUint16(b[5:], tag)
 	return item{b: b, gen: d.gen, popped: popped}, true
+}
+
+// sawXattrCreate notes the fid of a guest's Txattrcreate (header h,
+// frame b): its clunk is not answered early.
+func (d *Device) sawXattrCreate(h header, b []byte) {
+	if h.typ != tTxattrcreate || len(b) < headerLen+4 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.xattrFids) >= maxXattrFids {
+		d.ordered = false // the session's clunks all wait from now on
+		return
+	}
+	d.xattrFids[binary.LittleEndian.Uint32(b[headerLen:])] = true
 }
 
 // earlyTagLocked returns a device tag not in flight. d.mu held.
@@ -80,10 +106,15 @@ func (d *Device) earlyTagLocked() (uint16, bool) {
 
 // earlyReplied takes the server's reply to a clunk answered early (r has
 // no chain). d.mu held.
-func earlyReplied(h header) {
-	if h.typ != tRclunk {
-		slog.Warn("virtio-9p: a clunk the device answered failed at the server", "type", h.typ)
+func earlyReplied(h header, b []byte) {
+	if h.typ == tRclunk {
+		return
 	}
+	if h.typ == tRlerror && len(b) == rlerrorLen {
+		slog.Warn("virtio-9p: a clunk the device answered failed at the server", "errno", syscall.Errno(binary.LittleEndian.Uint32(b[headerLen:])))
+		return
+	}
+	slog.Warn("virtio-9p: a clunk the device answered failed at the server", "type", h.typ)
 }
 
 // orderedClunks notes the server's agreement for session gen.

@@ -117,3 +117,31 @@ func TestEarlyClunkTags(t *testing.T) {
 		t.Fatalf("%d chains still with the device", d.Pending(0))
 	}
 }
+
+// TestXattrClunkWaits: the clunk of a Txattrcreate's fid sets the
+// attribute, and its error is setxattr's: it goes to the server as it
+// came and the guest gets the server's reply.
+func TestXattrClunkWaits(t *testing.T) {
+	_, d, s := newDevice(t, 0)
+	c, br := versionAgreeing(t, d, s, true)
+	body := binary.LittleEndian.AppendUint32(nil, 4)
+	body = binary.LittleEndian.AppendUint16(body, 6)
+	body = append(body, "user.a"...)
+	body = binary.LittleEndian.AppendUint64(body, 1)
+	body = binary.LittleEndian.AppendUint32(body, 0)
+	xc := frame(tTxattrcreate, 2, body)
+	d.AddKick(0, virtiotest.R(xc), virtiotest.W(64))
+	recv(t, c, br)
+	c.Write(frame(tTxattrcreate+1, 2, nil))
+	d.MustWait(0)
+	d.AddKick(0, virtiotest.R(tclunk(3, 4)), virtiotest.W(64))
+	if got := recv(t, c, br); !bytes.Equal(got, tclunk(3, 4)) {
+		t.Fatalf("server got %x, want the guest's Tclunk", got)
+	}
+	c.Write(rlerror(3, syscall.ENOTSUP))
+	wantErrno(t, d.MustWait(0), 3, syscall.ENOTSUP)
+	d.AddKick(0, virtiotest.R(tclunk(5, 4)), virtiotest.W(64)) // a later fid 4: early again
+	if u := d.MustWait(0); !bytes.Equal(u.Out, rclunk(5)) {
+		t.Fatalf("used %x, want an early Rclunk", u.Out)
+	}
+}

@@ -90,7 +90,7 @@ func (d *Device) takePending(tag uint16, gen uint64, room int) *request {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p, ok := d.pending[tag]
-	if !ok || p.gen != gen || p.c == nil || room > p.c.WritableSpace() {
+	if !ok || p.gen != gen || p.c == nil || p.attrs || room > p.c.WritableSpace() {
 		return nil
 	}
 	delete(d.pending, tag)

@@ -13,6 +13,10 @@ const (
 	tTversion = 100 // P9_TVERSION
 	tTflush   = 108 // P9_TFLUSH
 	tRflush   = 109 // P9_RFLUSH
+	tTgetattr = 24  // P9_TGETATTR
+	tRgetattr = 25  // P9_RGETATTR
+	tTwalk    = 110 // P9_TWALK
+	tRwalk    = 111 // P9_RWALK
 	tTclunk   = 120 // P9_TCLUNK
 	tRclunk   = 121 // P9_RCLUNK
 )

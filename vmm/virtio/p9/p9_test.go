@@ -23,10 +23,7 @@ func frame(typ uint8, tag uint16, body []byte) []byte {
 }
 
 const (
-	tTgetattr = 24
-	tRgetattr = 25
-	tTread    = 116
-	tTwalk    = 110
+	tTread = 116
 )
 
 var noTag uint16 = 0xffff

@@ -100,10 +100,15 @@ func (d *Device) accept(q *virtio.Queue, c *virtio.Chain) (item, bool, error) {
 			return item{}, false, err
 		}
 	}
+	if d.answerFromLookup(q, c, h, b) {
+		return item{}, false, nil
+	}
 	r := &request{c: c, oldTag: -1, popped: time.Now()}
 	if it, ok := d.clunkEarly(q, c, h, b, r.popped); ok {
 		return it, true, nil
 	}
+	r.lookup, r.attrs = d.lookupWithAttrs(h, b)
+	d.sawXattrCreate(h, b)
 	if h.typ == tTflush {
 		if old, ok := flushOldTag(b); ok {
 			r.oldTag = int(old)
@@ -148,7 +153,8 @@ func (d *Device) refuse(q *virtio.Queue, c *virtio.Chain, b []byte) (item, bool,
 // pause gate.
 func (d *Device) newSessionLocked(q *virtio.Queue) {
 	d.gen++
-	d.open, d.ordered = true, false
+	d.open, d.ordered, d.attrs = true, false, nil
+	clear(d.xattrFids)
 	if d.conn != nil {
 		d.conn.Close()
 		d.conn = nil
@@ -337,8 +343,11 @@ func (d *Device) reply(q *virtio.Queue, gen uint64, b []byte, signal bool, got t
 	}
 	delete(d.pending, h.tag)
 	if r.c == nil {
-		earlyReplied(h)
+		earlyReplied(h, b)
 		return
+	}
+	if r.attrs && h.typ == tRwalkgetattr {
+		b = d.attrsReplied(r, b)
 	}
 	if h.typ == tRflush && r.oldTag >= 0 {
 		old := uint16(r.oldTag)
@@ -362,7 +371,7 @@ func (d *Device) endSession(gen uint64, e syscall.Errno) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.gen == gen {
-		d.open, d.ordered = false, false
+		d.open, d.ordered, d.attrs = false, false, nil
 		if d.conn != nil {
 			d.conn.Close()
 			d.conn = nil
