@@ -145,3 +145,30 @@ func TestXattrClunkWaits(t *testing.T) {
 		t.Fatalf("used %x, want an early Rclunk", u.Out)
 	}
 }
+
+// TestFlushOfEarlyClunk: a guest that flushes one of the device's tags
+// (it cannot know them; a hostile one may guess) gets its Rflush, and no
+// chain is written for the clunk under that tag.
+func TestFlushOfEarlyClunk(t *testing.T) {
+	dev, d, s := newDevice(t, 0)
+	c, br := versionAgreeing(t, d, s, true)
+	d.AddKick(0, virtiotest.R(tclunk(3, 9)), virtiotest.W(64))
+	d.MustWait(0)
+	recv(t, c, br)
+	fl := frame(tTflush, 4, binary.LittleEndian.AppendUint16(nil, earlyTagBase))
+	h := d.AddKick(0, virtiotest.R(fl), virtiotest.W(64))
+	if got := recv(t, c, br); !bytes.Equal(got, fl) {
+		t.Fatalf("server got %x, want the flush", got)
+	}
+	rf := frame(tRflush, 4, nil)
+	c.Write(rf)
+	if u := d.MustWait(0); u.ID != h || !bytes.Equal(u.Out, rf) {
+		t.Fatalf("used %d %x, want the Rflush on %d", u.ID, u.Out, h)
+	}
+	dev.mu.Lock()
+	n := len(dev.pending)
+	dev.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d requests pending", n)
+	}
+}

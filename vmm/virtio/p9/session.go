@@ -353,7 +353,9 @@ func (d *Device) reply(q *virtio.Queue, gen uint64, b []byte, signal bool, got t
 		old := uint16(r.oldTag)
 		if o, ok := d.pending[old]; ok && o.gen == gen {
 			delete(d.pending, old)
-			d.writeLocked(q, o.c, rlerror(old, eintr))
+			if o.c != nil { // (a guest may name a device tag: clunk.go)
+				d.writeLocked(q, o.c, rlerror(old, eintr))
+			}
 		}
 	}
 	d.writeLocked(q, r.c, b)
