@@ -5,19 +5,16 @@ import (
 	"sync"
 )
 
-// Ordered clunks: a client may ask that each Tclunk of its connection,
-// and each Twalk of no names (a clone), be finished (the fid gone from
-// p9's table and its file closed, or the new fid in it) before the
+// Ordered clunks: a client may ask that each Tclunk of its connection be
+// finished (the fid gone from p9's table, its file closed) before the
 // server reads the connection's next request. Such a client can answer
-// those itself at once and send them on, and use the fid in its next
-// request without a race: p9 handles requests concurrently, and a Twalk
-// naming as newfid a fid whose Tclunk was read first but not yet handled
-// would have p9 put the new fid in the table and the clunk then take it
-// away, as a Tlopen of a clone's new fid could find none. The VMM's
-// virtio-9p device does so (vmm/virtio/p9, clunk.go and clone.go): a
-// Tclunk is a quarter to a third of a guest's requests on lookups and
-// small reads, a clone one of every open, each a round trip its 9p
-// client waits for.
+// a clunk itself at once and send it on, and reuse the fid number in its
+// next request without a race: p9 handles requests concurrently, and a
+// Twalk naming as newfid a fid whose Tclunk was read first but not yet
+// handled would have p9 put the new fid in the table and the clunk then
+// take it away. The VMM's virtio-9p device does so (vmm/virtio/p9,
+// clunk.go): a Tclunk is a quarter to a third of a guest's requests on
+// lookups and small reads, each a round trip its 9p client waits for.
 //
 // Two frames of sandfs's own, beside Tpassreads (passread.go):
 //
@@ -27,9 +24,9 @@ import (
 // The server agrees only where its owner allows it (Server.SetOrderClunks:
 // the worlds' servers, whose clunks close local files) and the
 // connection is a unix socket; else it ignores the frame and sends
-// nothing. A server that agreed reads nothing more after a Tclunk or a
-// clone until its reply is on its way (or the connection ends); one whose
-// tag is already in flight, which p9 drops unanswered, holds nothing up.
+// nothing. A server that agreed reads nothing more after a Tclunk until
+// its reply is on its way (or the connection ends); a Tclunk whose tag is
+// already in flight, which p9 drops unanswered, holds nothing up.
 const (
 	msgTorderclunks = 242
 	msgRorderclunks = 243
@@ -68,10 +65,9 @@ func (c *conn) orderClunksAsked() error {
 	return err
 }
 
-// sawOrdered notes a Tclunk or a clone with tag, read now: the next
-// read waits for its reply (waitClunk) if clunks are ordered and tag was
-// not in flight.
-func (c *conn) sawOrdered(tag uint16, fresh bool) {
+// sawClunkTag notes a Tclunk with tag, read now: the next read waits for
+// its reply (waitClunk) if clunks are ordered and tag was not in flight.
+func (c *conn) sawClunkTag(tag uint16, fresh bool) {
 	o := &c.clunks
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -91,8 +87,8 @@ func (c *conn) clunkReplied(tag uint16) {
 	}
 }
 
-// waitClunk waits until the Tclunk or clone read last, if clunks are
-// ordered, has its reply, or the connection ends.
+// waitClunk waits until the Tclunk read last, if clunks are ordered, has
+// its reply, or the connection ends.
 func (c *conn) waitClunk() {
 	c.clunks.mu.Lock()
 	w := c.clunks.wait

@@ -87,30 +87,3 @@ func TestOrderedClunks(t *testing.T) {
 		})
 	}
 }
-
-// TestOrderedClones: a clone (Twalk of no names) and the open of its
-// new fid, sent together, many times over: with ordered clunks each open
-// finds its fid (the clone is finished before the open is read); p9
-// alone handles the two at once, and some opens find no fid (EBADF).
-func TestOrderedClones(t *testing.T) {
-	srv := NewServer(oneDir{"f", &gateFile{}}, nil)
-	srv.SetOrderClunks(true)
-	cc, sc := unixPair(t)
-	go srv.ServeConn(context.Background(), sc, "")
-	r := &raw{t: t, c: cc}
-	r.send(msgTorderclunks, noTag)
-	r.expect(msgRorderclunks, noTag)
-	r.attach(64 << 10)
-	for i := range 300 {
-		r.send(twalk, 2, uint32(1), uint32(2), uint16(0))
-		r.send(24, 3, uint32(2), uint64(0x7ff)) // Tgetattr
-		for range 2 {
-			typ, tag, body := r.recv()
-			if typ == rlerr {
-				t.Fatalf("round %d: tag %d failed: errno %d", i, tag, body[0])
-			}
-		}
-		r.send(tclunk, 4, uint32(2))
-		r.expect(rclunk, 4)
-	}
-}

@@ -183,9 +183,6 @@ func (c *conn) observe(frame []byte) {
 		if d.ok && !c.sawWalk(tag, fid, newfid, names) {
 			refuseFrame(frame)
 		}
-		if d.ok && typ == msgTwalk && n == 0 {
-			c.sawOrdered(tag, fresh) // a clone (clunkorder.go)
-		}
 	case msgTlopen, msgTlcreate:
 		if fid := d.u32(); d.ok && !c.sawOpen(tag, fid) {
 			refuseFrame(frame)
@@ -209,7 +206,7 @@ func (c *conn) observe(frame []byte) {
 		if fid := d.u32(); d.ok {
 			c.sawClunk(fid)
 			if typ == msgTclunk {
-				c.sawOrdered(tag, fresh)
+				c.sawClunkTag(tag, fresh)
 			}
 		}
 	}

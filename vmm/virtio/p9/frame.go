@@ -15,7 +15,6 @@ const (
 	tRflush   = 109 // P9_RFLUSH
 	tTgetattr = 24  // P9_TGETATTR
 	tRgetattr = 25  // P9_RGETATTR
-	tTattach  = 104 // P9_TATTACH
 	tTwalk    = 110 // P9_TWALK
 	tRwalk    = 111 // P9_RWALK
 	tTclunk   = 120 // P9_TCLUNK

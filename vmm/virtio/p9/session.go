@@ -100,17 +100,13 @@ func (d *Device) accept(q *virtio.Queue, c *virtio.Chain) (item, bool, error) {
 			return item{}, false, err
 		}
 	}
-	if d.answerFromLookup(q, c, h, b) || d.answerFailedFid(q, c, h, b) {
+	if d.answerFromLookup(q, c, h, b) {
 		return item{}, false, nil
 	}
 	r := &request{c: c, oldTag: -1, popped: time.Now()}
 	if it, ok := d.clunkEarly(q, c, h, b, r.popped); ok {
 		return it, true, nil
 	}
-	if it, ok := d.cloneEarly(q, c, h, b, r.popped); ok {
-		return it, true, nil
-	}
-	r.fid, r.usesFid = usedFid(h.typ, b)
 	r.lookup, r.attrs = d.lookupWithAttrs(h, b)
 	d.sawXattrCreate(h, b)
 	if h.typ == tTflush {
@@ -159,8 +155,6 @@ func (d *Device) newSessionLocked(q *virtio.Queue) {
 	d.gen++
 	d.open, d.ordered, d.attrs = true, false, nil
 	clear(d.xattrFids)
-	clear(d.failed)
-	d.noClones = false
 	if d.conn != nil {
 		d.conn.Close()
 		d.conn = nil
@@ -348,15 +342,10 @@ func (d *Device) reply(q *virtio.Queue, gen uint64, b []byte, signal bool, got t
 		return
 	}
 	delete(d.pending, h.tag)
-	if r.clone {
-		d.cloneReplied(r, h, b)
-		return
-	}
 	if r.c == nil {
 		earlyReplied(h, b)
 		return
 	}
-	b = d.failedReply(r, h, b)
 	if r.attrs && h.typ == tRwalkgetattr {
 		b = d.attrsReplied(r, b)
 	}

@@ -24,7 +24,6 @@ type stats struct {
 	passedReplies     atomic.Uint64 // reads the device made itself from a passed descriptor (passed.go)
 	earlyClunks       atomic.Uint64 // clunks the device answered itself (clunk.go); their server replies are not in replies
 	lookupAttrs       atomic.Uint64 // Tgetattrs answered with a lookup's attributes (walkattr.go)
-	earlyClones       atomic.Uint64 // clones the device answered itself (clone.go)
 	replyBytes        atomic.Uint64
 	kicks             atomic.Uint64 // wake-ups by a notify that found chains
 	toPop             atomic.Int64  // ns, notify → first chain popped, summed over kicks
@@ -68,7 +67,7 @@ func (d *Device) DebugState() string {
 		open, pending = fmt.Sprint(d.open), fmt.Sprint(len(d.pending))
 		d.mu.Unlock()
 	}
-	return fmt.Sprintf("  9p: open=%s pending=%s requests=%d replies=%d inline=%d direct=%d passed=%d replyBytes=%d sentNs=%d replyNs=%d pushNs=%d kicks=%d kickNs=%d writeNs=%d early=%d attrs=%d clones=%d\n",
+	return fmt.Sprintf("  9p: open=%s pending=%s requests=%d replies=%d inline=%d direct=%d passed=%d replyBytes=%d sentNs=%d replyNs=%d pushNs=%d kicks=%d kickNs=%d writeNs=%d early=%d attrs=%d\n",
 		open, pending, s.requests.Load(), s.replies.Load(), s.inline.Load(), s.directReplies.Load(), s.passedReplies.Load(), s.replyBytes.Load(),
-		s.toSent.Load(), s.toReply.Load(), s.toPush.Load(), s.kicks.Load(), s.toPop.Load(), s.inWrite.Load(), s.earlyClunks.Load(), s.lookupAttrs.Load(), s.earlyClones.Load())
+		s.toSent.Load(), s.toReply.Load(), s.toPush.Load(), s.kicks.Load(), s.toPop.Load(), s.inWrite.Load(), s.earlyClunks.Load(), s.lookupAttrs.Load())
 }
