@@ -1,9 +1,6 @@
 package ninep
 
-import (
-	"encoding/binary"
-	"sync"
-)
+import "encoding/binary"
 
 // Ordered clunks: a client may ask that each Tclunk of its connection be
 // finished (the fid gone from p9's table, its file closed) before the
@@ -38,14 +35,6 @@ const (
 // while one runs, nothing else of its connection is read.
 func (s *Server) SetOrderClunks(on bool) { s.orderClunks = on }
 
-// clunkOrder is a connection's side of ordered clunks.
-type clunkOrder struct {
-	mu   sync.Mutex
-	on   bool          // the client asked and the server agreed
-	wait chan struct{} // closed when the Tclunk with tag has its reply
-	tag  uint16
-}
-
 // orderClunksAsked takes a Torderclunks frame: if the server allows it,
 // the connection's clunks are ordered from now on and the client is told
 // so. Called before any request reaches p9, so no reply is being
@@ -54,9 +43,7 @@ func (c *conn) orderClunksAsked() error {
 	if !c.srv.orderClunks || c.unix == nil {
 		return nil
 	}
-	c.clunks.mu.Lock()
-	c.clunks.on = true
-	c.clunks.mu.Unlock()
+	c.orderOn.Store(true)
 	var b [7]byte
 	binary.LittleEndian.PutUint32(b[:], 7)
 	b[4] = msgRorderclunks
@@ -65,39 +52,25 @@ func (c *conn) orderClunksAsked() error {
 	return err
 }
 
-// sawClunkTag notes a Tclunk with tag, read now: the next read waits for
-// its reply (waitClunk) if clunks are ordered and tag was not in flight.
-func (c *conn) sawClunkTag(tag uint16, fresh bool) {
-	o := &c.clunks
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.on && fresh {
-		o.wait, o.tag = make(chan struct{}), tag
+// orderClunk notes a Tclunk with tag, read now, and returns what the
+// frame reader waits on before it reads the next frame (closed when the
+// reply for tag is about to be written: clunkReplied), or nil if clunks
+// are not ordered or tag was in flight already (not fresh).
+func (c *conn) orderClunk(tag uint16, fresh bool) <-chan struct{} {
+	if !c.orderOn.Load() || !fresh {
+		return nil
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clunkWait, c.clunkTag = make(chan struct{}), tag
+	return c.clunkWait
 }
 
-// clunkReplied notes the reply for tag, about to be written.
-func (c *conn) clunkReplied(tag uint16) {
-	o := &c.clunks
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.wait != nil && o.tag == tag {
-		close(o.wait)
-		o.wait = nil
-	}
-}
-
-// waitClunk waits until the Tclunk read last, if clunks are ordered, has
-// its reply, or the connection ends.
-func (c *conn) waitClunk() {
-	c.clunks.mu.Lock()
-	w := c.clunks.wait
-	c.clunks.mu.Unlock()
-	if w == nil {
-		return
-	}
-	select {
-	case <-w:
-	case <-c.ctx.Done():
+// clunkRepliedLocked notes the reply for tag, about to be written. c.mu
+// held.
+func (c *conn) clunkRepliedLocked(tag uint16) {
+	if c.clunkWait != nil && c.clunkTag == tag {
+		close(c.clunkWait)
+		c.clunkWait = nil
 	}
 }

@@ -36,6 +36,7 @@ type conn struct {
 	authed   atomic.Bool   // set by the first successful attach
 	unix     *net.UnixConn // the connection, if a unix socket (passed reads)
 	passOn   atomic.Bool   // the client asked for passed reads and may have them (passread.go)
+	orderOn  atomic.Bool   // the client asked for ordered clunks and has them (clunkorder.go)
 	release  func()        // gives back the listener's slot for an unattached connection
 
 	mu        sync.Mutex
@@ -54,7 +55,10 @@ type conn struct {
 	bounds    fidBounds   // what counts against the fid and open bounds (fidlimit.go); protected by mu
 	budget    *userBudget // shared with its user's other connections, or nil (budget.go); set before serving
 	counted   heldCounts  // c's part of budget; protected by mu
-	clunks    clunkOrder  // ordered clunks (clunkorder.go); its own lock
+	// clunkWait is closed when the reply for the Tclunk with clunkTag
+	// is about to be written (ordered clunks, clunkorder.go). Protected by mu.
+	clunkWait chan struct{}
+	clunkTag  uint16
 }
 
 // inflight is one Tread or Twrite from its frame to its reply. p9 gives
@@ -318,7 +322,7 @@ func (c *conn) sawReply(typ uint8, tag uint16) (hold bool, pass *passedRead, ref
 	}
 	delete(c.reads, tag) // begun or not (refused before its handler ran)
 	refused = c.bounds.replied(typ, tag)
-	c.clunkReplied(tag)
+	c.clunkRepliedLocked(tag)
 	c.recountLocked()
 	return hold, pass, refused
 }

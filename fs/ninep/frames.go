@@ -57,6 +57,9 @@ type frameReader struct {
 	frame   []byte
 	pos     int
 	preAuth int // frames read before attach
+	// clunk is the wait of the ordered Tclunk read last (clunkorder.go):
+	// the next frame is read once it is closed.
+	clunk <-chan struct{}
 }
 
 // eofDelay holds back the end of a connection from p9. p9 v0.3.0 starts
@@ -99,7 +102,13 @@ func newFrameReader(rc io.ReadCloser, c *conn) *frameReader {
 func (f *frameReader) Close() error { return f.rc.Close() }
 
 func (f *frameReader) next() error {
-	f.c.waitClunk()
+	if f.clunk != nil {
+		select {
+		case <-f.clunk:
+		case <-f.c.ctx.Done():
+		}
+		f.clunk = nil
+	}
 	var hdr [4]byte
 	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
 		return err
@@ -140,7 +149,7 @@ func (f *frameReader) next() error {
 	}
 	clampMsize(frame)
 	f.frame, f.pos = frame, 0
-	f.c.observe(frame)
+	f.clunk = f.c.observe(frame)
 	return nil
 }
 
@@ -158,8 +167,9 @@ func clampMsize(frame []byte) {
 
 // observe decodes the few requests the conn cares about, and rewrites
 // the offset of a Tread or Twrite (conn.sawRead). Malformed frames are
-// left to p9 to refuse.
-func (c *conn) observe(frame []byte) {
+// left to p9 to refuse. It returns what to wait on before the next frame
+// is read: an ordered Tclunk's reply (clunkorder.go), or nil.
+func (c *conn) observe(frame []byte) (clunk <-chan struct{}) {
 	d := decoder{b: frame[4:], ok: true}
 	typ := d.u8()
 	tag := d.u16()
@@ -206,10 +216,11 @@ func (c *conn) observe(frame []byte) {
 		if fid := d.u32(); d.ok {
 			c.sawClunk(fid)
 			if typ == msgTclunk {
-				c.sawClunkTag(tag, fresh)
+				clunk = c.orderClunk(tag, fresh)
 			}
 		}
 	}
+	return clunk
 }
 
 // replyWriter passes the p9 server's replies to the connection and shows
