@@ -79,20 +79,25 @@ func startDaemon(t testing.TB, serveArgs ...string) *daemon {
 		d.stop(syscall.SIGTERM)
 		if t.Failed() {
 			t.Logf("sandfs serve log:\n%s", d.log)
-			runs, _ := filepath.Glob(filepath.Join(dir, "st/run/*"))
-			for _, run := range runs {
-				for _, f := range []string{"console", "vmm.log"} {
-					b, _ := os.ReadFile(filepath.Join(run, f))
-					// The console's tail holds the agent's goroutines
-					// after dumpState.
-					t.Logf("sandbox %s %s (tail):\n%s", filepath.Base(run), f, b[max(0, len(b)-40000):])
-				}
-			}
+			d.logRuns(t)
 		}
 		d.endVMMs(t)
 	})
 	d.serve(t)
 	return d
+}
+
+// logRuns logs the tails of the console and vmm.log of every sandbox d
+// has now (the console's tail holds the agent's goroutines after
+// dumpState).
+func (d *daemon) logRuns(t testing.TB) {
+	runs, _ := filepath.Glob(filepath.Join(d.dir, "st/run/*"))
+	for _, run := range runs {
+		for _, f := range []string{"console", "vmm.log"} {
+			b, _ := os.ReadFile(filepath.Join(run, f))
+			t.Logf("sandbox %s %s (tail):\n%s", filepath.Base(run), f, b[max(0, len(b)-40000):])
+		}
+	}
 }
 
 // serve starts `sandfs serve` on d's state and waits for its mount.
@@ -544,6 +549,13 @@ func TestDocLabTranscripts(t *testing.T) {
 		n++
 		t.Run(fmt.Sprintf("line%d", tr.Line), func(t *testing.T) {
 			transcript.Run(t, tr, d.mnt, env, 3*time.Minute)
+			if t.Failed() {
+				// Now: a later transcript may remove the sandboxes
+				// (2026-12-04: an agent connection ended right after a
+				// snapshot, and the rollback after it took the VMM's
+				// log with the sandbox's end).
+				d.logRuns(t)
+			}
 		})
 	}
 	if n == 0 {

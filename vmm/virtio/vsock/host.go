@@ -203,6 +203,7 @@ func (d *Device) writer(c *conn) {
 		}
 		c.fwdCnt += uint32(n)
 		if err != nil {
+			slog.Info("vsock: host socket write failed; connection reset", "port", c.local, "peer", c.peer, "err", err)
 			d.dropLocked(c, true)
 			d.mu.Unlock()
 			return

@@ -28,6 +28,12 @@ func (d *Device) handleTx(ch *virtio.Chain) uint32 {
 		d.guestResponseLocked(k, c)
 	case opRST:
 		if c != nil {
+			if c.state == stEstablished && !c.guestNoSend && !c.guestNoRecv {
+				// A guest closing a socket shuts it down first: an
+				// abrupt end (a reset transport, a killed agent) is
+				// worth a line, as the host's side only sees EOF.
+				slog.Info("vsock: guest reset an open connection", "port", k.local, "peer", k.peer)
+			}
 			d.dropLocked(c, false)
 		}
 	case opShutdown:
