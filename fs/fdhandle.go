@@ -83,6 +83,27 @@ func (h *FDHandle) DupReadOnly() (int, int64, bool) {
 	return fd, st.Size, true
 }
 
+var _ FilePasser = (*FDHandle)(nil)
+
+// DupFile implements FilePasser: a duplicate of the descriptor, if it
+// is open on a regular file.
+func (h *FDHandle) DupFile() (int, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.fd < 0 {
+		return -1, false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(h.fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return -1, false
+	}
+	fd, err := unix.FcntlInt(uintptr(h.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, false
+	}
+	return fd, true
+}
+
 // Sync implements Syncer.
 func (h *FDHandle) Sync(context.Context) error {
 	h.mu.RLock()

@@ -105,6 +105,17 @@ type ReadPasser interface {
 	DupReadOnly() (fd int, size int64, ok bool)
 }
 
+// FilePasser is a Handle whose open file a client in another process
+// may read, write and sync itself, on a descriptor of its own (fs/ninep's
+// passed files, for the VMM's virtio-9p device): a regular file of a
+// real file system.
+type FilePasser interface {
+	// DupFile returns a new descriptor of the open file, with the
+	// open's access mode, which the caller closes, if it is a regular
+	// file; else ok is false.
+	DupFile() (fd int, ok bool)
+}
+
 // OpenFlags are the access mode bits of open(2) that the tree uses.
 type OpenFlags int
 

@@ -302,6 +302,7 @@ func (b *worldBackend) ServeConn(ctx context.Context, c net.Conn, who cred.Cred,
 	srv := ninep.NewServer(root, log)
 	srv.SetIOUnit(0)
 	srv.SetPassReads(true)
+	srv.SetPassFiles(true)   // its VMM reads, writes and syncs open files itself
 	srv.SetOrderClunks(true) // its clunks close the world's files: its VMM answers them itself
 	srv.SetIDMap(&ninep.IDMap{Host: who.Owner(), Guest: guest.User})
 	if b.guestOpens != 0 {

@@ -37,6 +37,7 @@ type conn struct {
 	unix     *net.UnixConn // the connection, if a unix socket (passed reads)
 	passOn   atomic.Bool   // the client asked for passed reads and may have them (passread.go)
 	orderOn  atomic.Bool   // the client asked for ordered clunks and has them (clunkorder.go)
+	filesOn  atomic.Bool   // the client asked for passed files and may have them (passfile.go)
 	release  func()        // gives back the listener's slot for an unattached connection
 
 	mu        sync.Mutex
@@ -58,7 +59,11 @@ type conn struct {
 	// clunkWait is closed when the reply for the Tclunk with clunkTag
 	// is about to be written (ordered clunks, clunkorder.go). Protected by mu.
 	clunkWait chan struct{}
-	clunkTag  uint16
+	// offers are the descriptors of opens whose replies are not sent
+	// yet, by cookie (passfile.go). Protected by mu.
+	offers   map[uint32]int
+	offerSeq uint32
+	clunkTag uint16
 }
 
 // inflight is one Tread or Twrite from its frame to its reply. p9 gives
@@ -103,6 +108,7 @@ func newConn(ctx context.Context, s *Server, c net.Conn, token string, who cred.
 		xattrFids: map[uint32]bool{},
 		flushes:   newFlushOrder(),
 		bounds:    newFidBounds(),
+		offers:    map[uint32]int{},
 	}
 	cn.unix, _ = c.(*net.UnixConn)
 	cn.ctx, cn.cancel = context.WithCancel(cred.With(ctx, who))

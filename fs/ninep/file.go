@@ -175,7 +175,7 @@ func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	f.mu.Lock()
 	f.h = h
 	f.mu.Unlock()
-	return f.qid(a), f.c.srv.ioUnit, nil
+	return f.qid(a), f.c.offerFile(h, f.c.srv.ioUnit), nil
 }
 
 func (f *file) handle() sfs.Handle {

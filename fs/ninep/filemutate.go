@@ -45,7 +45,7 @@ func (f *file) Create(name string, mode p9.OpenFlags, perm p9.FileMode, uid p9.U
 		return nil, p9.QID{}, 0, errno(err)
 	}
 	nf := f.child(name, ch, h)
-	return nf, nf.qid(ch.Attr()), f.c.srv.ioUnit, nil
+	return nf, nf.qid(ch.Attr()), f.c.offerFile(h, f.c.srv.ioUnit), nil
 }
 
 // chownNew gives ch, just made, the owner a privileged client asked for

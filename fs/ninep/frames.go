@@ -144,6 +144,12 @@ func (f *frameReader) next() error {
 		}
 		return f.next()
 	}
+	if frame[4] == msgTpassfiles && !authed && f.preAuth <= 3 && size == 7 {
+		// One of the client's first three frames may ask for passed
+		// files (passfile.go); p9 never sees it, and it has no reply.
+		f.c.passFilesAsked()
+		return f.next()
+	}
 	if typ := frame[4]; !authed && !preAuthType(typ) {
 		return f.c.refuse(fmt.Errorf("9p: request type %d before attach", typ))
 	}
@@ -241,6 +247,7 @@ type replyWriter struct {
 	size uint32      // the current reply's size, once its header is whole
 	tag  uint16      // the current reply's
 	pass *passedRead // the current reply's passed read: an Rreadfd goes in its place
+	open bool        // the current reply is an Rlopen or Rlcreate that may pass its file (passfile.go)
 	// refused: the current reply is the Rlerror of a request refused
 	// for a bound, sent with EMFILE (fidlimit.go).
 	refused bool
@@ -292,6 +299,7 @@ func (w *replyWriter) header() (done bool, err error) {
 		pass = nil
 	}
 	w.pass = pass
+	w.open = (typ == msgRlopen || typ == msgRlcreate) && w.size == rlopenLen && w.c.filesOn.Load()
 	if hold && w.size == 7 {
 		w.buf = w.buf[:0]
 		return true, nil
@@ -314,6 +322,13 @@ func (w *replyWriter) send(last []byte) error {
 	if w.pass != nil {
 		err = sendPassed(w.c.unix, w.tag, w.pass)
 		w.pass = nil
+	} else if w.open && len(w.buf)+len(last) == rlopenLen {
+		w.buf = append(w.buf, last...)
+		if fd := w.c.passOpen(w.buf); fd >= 0 {
+			err = sendOpenFD(w.c.unix, w.buf, fd)
+		} else {
+			_, err = w.w.Write(w.buf)
+		}
 	} else if len(last) <= replyKeep {
 		w.buf = append(w.buf, last...)
 		if w.refused {

@@ -31,6 +31,9 @@ type Server struct {
 	// passReads: large reads may be passed to clients that ask
 	// (SetPassReads, passread.go). Set before serving.
 	passReads bool
+	// passFiles: opens may pass their descriptors to clients that ask
+	// (passfile.go); set before serving.
+	passFiles bool
 	// orderClunks: clunks are finished before the next request is read,
 	// for clients that ask (SetOrderClunks, clunkorder.go). Set before
 	// serving.
@@ -186,6 +189,7 @@ func (s *Server) serveConnAs(ctx context.Context, c net.Conn, token string, who 
 	defer cn.release()
 	defer cn.cancel()
 	defer cn.closePasses()
+	defer cn.closeOffers()
 	defer func() {
 		// See eofDelay: p9's teardown race must not take the daemon down.
 		if r := recover(); r != nil {

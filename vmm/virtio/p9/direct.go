@@ -51,6 +51,9 @@ func (d *Device) readOne(q *virtio.Queue, br *bufio.Reader, gen uint64, buf *[]b
 	if h.typ == tRreadfd && fds != nil {
 		return d.readPassed(q, br, gen, h, fds)
 	}
+	if h.typ == tRlopenfd && fds != nil {
+		return d.readOpenFD(q, br, gen, h, fds)
+	}
 	if h.typ == tRorderclunks && h.size == headerLen {
 		br.Discard(headerLen)
 		d.orderedClunks(gen)

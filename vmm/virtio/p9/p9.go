@@ -53,13 +53,14 @@ type Device struct {
 	sendMu sync.Mutex
 	later  later // guarded by sendMu
 
-	mu        sync.Mutex      // guards the fields below and every push to the queue
-	conn      net.Conn        // the session's socket; nil before the dial and outside a session
-	open      bool            // a session is open (a Tversion came; its dial may be under way)
-	gen       uint64          // session number: each Tversion and each reset bump it
-	ordered   bool            // the session's server finishes each clunk before the next request (clunk.go)
-	attrs     *walkAttrs      // the last lookup's attributes, until the guest's next request (walkattr.go)
-	xattrFids map[uint32]bool // fids of the session's Txattrcreates, not clunked yet (clunk.go)
+	mu        sync.Mutex             // guards the fields below and every push to the queue
+	conn      net.Conn               // the session's socket; nil before the dial and outside a session
+	open      bool                   // a session is open (a Tversion came; its dial may be under way)
+	gen       uint64                 // session number: each Tversion and each reset bump it
+	ordered   bool                   // the session's server finishes each clunk before the next request (clunk.go)
+	attrs     *walkAttrs             // the last lookup's attributes, until the guest's next request (walkattr.go)
+	xattrFids map[uint32]bool        // fids of the session's Txattrcreates, not clunked yet (clunk.go)
+	files     map[uint32]*passedFile // the session's open fids whose descriptor the server passed (passfile.go)
 	pending   map[uint16]*request
 	held      []Held // chains in flight at the Save, answered at Activate (set by Restore)
 
@@ -69,12 +70,14 @@ type Device struct {
 // request is a chain whose request went to the server, waiting for the
 // reply with its tag, or a clunk the device answered itself (c nil).
 type request struct {
-	c      *virtio.Chain
-	gen    uint64
-	oldTag int       // a Tflush's oldtag, -1 for other requests
-	lookup uint32    // a Twalk sent as Twalkgetattr: its new fid (walkattr.go)
-	attrs  bool      // it was
-	popped time.Time // when the device took the chain
+	c       *virtio.Chain
+	gen     uint64
+	oldTag  int    // a Tflush's oldtag, -1 for other requests
+	lookup  uint32 // a Twalk sent as Twalkgetattr: its new fid (walkattr.go)
+	attrs   bool   // it was
+	opens   bool   // a Tlopen or Tlcreate, of fid openFid (passfile.go)
+	openFid uint32
+	popped  time.Time // when the device took the chain
 }
 
 var (
@@ -106,7 +109,7 @@ func New(mem bus.Memory, irq bus.IRQ, line uint32, cfg Config) (*Device, error) 
 			return c, err
 		}
 	}
-	d := &Device{cfg: cfg, kick: virtio.NewKick(), pending: map[uint16]*request{}, xattrFids: map[uint32]bool{}}
+	d := &Device{cfg: cfg, kick: virtio.NewKick(), pending: map[uint16]*request{}, xattrFids: map[uint32]bool{}, files: map[uint32]*passedFile{}}
 	d.cfgArea = binary.LittleEndian.AppendUint16(nil, uint16(len(cfg.Tag)))
 	d.cfgArea = append(d.cfgArea, cfg.Tag...)
 	d.t = virtio.NewTransport(d, mem, irq, line)
@@ -180,6 +183,7 @@ func (d *Device) Reset() {
 	}
 	d.pending = map[uint16]*request{}
 	clear(d.xattrFids)
+	d.dropFilesLocked()
 	d.held = nil
 	d.mu.Unlock()
 	d.run.Stop()

@@ -22,10 +22,6 @@ func frame(typ uint8, tag uint16, body []byte) []byte {
 	return append(b, body...)
 }
 
-const (
-	tTread = 116
-)
-
 var noTag uint16 = 0xffff
 
 // server is the 9P server end: it accepts the device's sessions.
@@ -111,6 +107,9 @@ func versionAgreeing(t *testing.T, d *virtiotest.Driver, s *server, agree bool) 
 	}
 	if got := recv(t, c, br); !bytes.Equal(got, torderclunks) {
 		t.Fatalf("server's second frame %x, want Torderclunks %x", got, torderclunks)
+	}
+	if got := recv(t, c, br); !bytes.Equal(got, tpassfiles) {
+		t.Fatalf("server's third frame %x, want Tpassfiles %x", got, tpassfiles)
 	}
 	if got := recv(t, c, br); !bytes.Equal(got, tv) {
 		t.Fatalf("server got %x, want %x", got, tv)

@@ -100,10 +100,12 @@ func (d *Device) accept(q *virtio.Queue, c *virtio.Chain) (item, bool, error) {
 			return item{}, false, err
 		}
 	}
-	if d.answerFromLookup(q, c, h, b) {
+	if d.answerFromLookup(q, c, h, b) || d.serveLocal(q, c, h, b, direct) {
 		return item{}, false, nil
 	}
+	d.dropClunked(h, b)
 	r := &request{c: c, oldTag: -1, popped: time.Now()}
+	r.openFid, r.opens = openFid(h, b)
 	if it, ok := d.clunkEarly(q, c, h, b, r.popped); ok {
 		return it, true, nil
 	}
@@ -155,6 +157,7 @@ func (d *Device) newSessionLocked(q *virtio.Queue) {
 	d.gen++
 	d.open, d.ordered, d.attrs = true, false, nil
 	clear(d.xattrFids)
+	d.dropFilesLocked()
 	if d.conn != nil {
 		d.conn.Close()
 		d.conn = nil
@@ -244,9 +247,10 @@ func (d *Device) dial(gen uint64) {
 	cancel()
 	var fds *rightsReader
 	if uc, ok := c.(*net.UnixConn); ok && err == nil {
-		// Both before the Tversion that the caller sends next
-		// (passed.go, clunk.go).
-		if _, werr := uc.Write(append(append([]byte(nil), tpassreads...), torderclunks...)); werr == nil {
+		// All before the Tversion that the caller sends next
+		// (passed.go, clunk.go, passfile.go).
+		first := append(append(append([]byte(nil), tpassreads...), torderclunks...), tpassfiles...)
+		if _, werr := uc.Write(first); werr == nil {
 			fds = newRightsReader(uc)
 		}
 	}
@@ -330,9 +334,14 @@ func frameBuffered(br *bufio.Reader) bool {
 // reply returns frame b of session gen to the chain waiting for its tag
 // (between Begin and End), interrupting the driver if signal.
 func (d *Device) reply(q *virtio.Queue, gen uint64, b []byte, signal bool, got time.Time) {
-	h := parseHeader(b)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.replyLocked(q, gen, b, signal, got)
+}
+
+// replyLocked is reply with d.mu held.
+func (d *Device) replyLocked(q *virtio.Queue, gen uint64, b []byte, signal bool, got time.Time) {
+	h := parseHeader(b)
 	if signal {
 		defer d.t.SignalUsed(q)
 	}
@@ -378,6 +387,7 @@ func (d *Device) endSession(gen uint64, e syscall.Errno) {
 			d.conn.Close()
 			d.conn = nil
 		}
+		d.dropFilesLocked()
 	}
 	for tag, r := range d.pending {
 		if r.gen == gen {

@@ -24,6 +24,8 @@ type stats struct {
 	passedReplies     atomic.Uint64 // reads the device made itself from a passed descriptor (passed.go)
 	earlyClunks       atomic.Uint64 // clunks the device answered itself (clunk.go); their server replies are not in replies
 	lookupAttrs       atomic.Uint64 // Tgetattrs answered with a lookup's attributes (walkattr.go)
+	passedFiles       atomic.Uint64 // opens whose descriptor the server passed (passfile.go)
+	local             atomic.Uint64 // reads, writes and fsyncs the device answered on a passed file
 	replyBytes        atomic.Uint64
 	kicks             atomic.Uint64 // wake-ups by a notify that found chains
 	toPop             atomic.Int64  // ns, notify → first chain popped, summed over kicks
@@ -67,7 +69,7 @@ func (d *Device) DebugState() string {
 		open, pending = fmt.Sprint(d.open), fmt.Sprint(len(d.pending))
 		d.mu.Unlock()
 	}
-	return fmt.Sprintf("  9p: open=%s pending=%s requests=%d replies=%d inline=%d direct=%d passed=%d replyBytes=%d sentNs=%d replyNs=%d pushNs=%d kicks=%d kickNs=%d writeNs=%d early=%d attrs=%d\n",
+	return fmt.Sprintf("  9p: open=%s pending=%s requests=%d replies=%d inline=%d direct=%d passed=%d replyBytes=%d sentNs=%d replyNs=%d pushNs=%d kicks=%d kickNs=%d writeNs=%d early=%d attrs=%d files=%d local=%d\n",
 		open, pending, s.requests.Load(), s.replies.Load(), s.inline.Load(), s.directReplies.Load(), s.passedReplies.Load(), s.replyBytes.Load(),
-		s.toSent.Load(), s.toReply.Load(), s.toPush.Load(), s.kicks.Load(), s.toPop.Load(), s.inWrite.Load(), s.earlyClunks.Load(), s.lookupAttrs.Load())
+		s.toSent.Load(), s.toReply.Load(), s.toPush.Load(), s.kicks.Load(), s.toPop.Load(), s.inWrite.Load(), s.earlyClunks.Load(), s.lookupAttrs.Load(), s.passedFiles.Load(), s.local.Load())
 }

@@ -25,7 +25,7 @@ func TestHopStats(t *testing.T) {
 	c.Write(frame(tRgetattr, 4, make([]byte, 150)))
 	d.MustWait(0)
 	line := dev.DebugState()
-	m := regexp.MustCompile(`requests=(\d+) replies=(\d+) .*sentNs=(\d+) replyNs=(\d+) pushNs=(\d+) kicks=(\d+) kickNs=(\d+) writeNs=(\d+) early=\d+ attrs=\d+\n$`).FindStringSubmatch(line)
+	m := regexp.MustCompile(`requests=(\d+) replies=(\d+) .*sentNs=(\d+) replyNs=(\d+) pushNs=(\d+) kicks=(\d+) kickNs=(\d+) writeNs=(\d+) early=\d+ attrs=\d+ files=\d+ local=\d+\n$`).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("dump %q: no hop sums", line)
 	}
