@@ -324,6 +324,9 @@ func (s *Sandbox) kill(ctx context.Context, v *Verb) error {
 		s.op.Unlock()
 		return nil
 	}
+	// Logged: a sandbox that ends under a client's feet (an E2B
+	// suite's, 2026-12-05) shows who ended it.
+	s.p.log.Info("sandbox killed", "sandbox", s.id, "verb", verb, "state", s.state)
 	err := s.stopLocked(ctx, verb, "")
 	ver := s.version
 	s.op.Unlock()
@@ -387,6 +390,7 @@ func (s *Sandbox) remove(v *Verb) error {
 		}
 	}
 	s.dropLocked()
+	s.p.log.Info("sandbox removed", "sandbox", s.id, "verb", v.Name)
 	return nil
 }
 

@@ -224,6 +224,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := cl.rec.ID
+	s.log.Info("e2b: kill", "id", id, "remote", r.RemoteAddr, "agent", r.UserAgent())
 	ctl, errPath := sandboxCtl(id)
 	err := cl.c.WriteMsg(ctl, "kill", errPath)
 	if err != nil && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOENT) {

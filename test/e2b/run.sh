@@ -153,6 +153,6 @@ for rerun in 1 2; do
 done
 if [ $rc != 0 ]; then
 	echo "test/e2b: the suite failed ($rc); the daemon's log:" >&2
-	tail -n 100 "$tmp/serve.log" >&2
+	cat "$tmp/serve.log" >&2
 fi
 exit $rc
