@@ -151,6 +151,14 @@ type fakeMachine struct {
 	snapped  []bool // for each Snapshot: was it paused
 	base     string // a template snapshot's directory: the first snapshot is a delta over it
 	console  string // what LastWords says its guest printed last
+	dumps    int    // AskDump calls
+}
+
+// AskDump implements dumper: counted.
+func (m *fakeMachine) AskDump() {
+	m.mu.Lock()
+	m.dumps++
+	m.mu.Unlock()
 }
 
 // LastWords implements the daemon's optional last-words log of a machine

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -122,6 +123,41 @@ func (s *Sandbox) Fail(what string, err error) {
 	s.err = errText(err)
 	s.mu.Unlock()
 	s.p.fail(s.id, []byte(what), err)
+	if errors.Is(err, syscall.ETIMEDOUT) {
+		s.stallDump()
+	}
+}
+
+// dumper is a Machine that can write its state dump (the VMM's virtio
+// queues and vCPUs, vmmproc.Process.AskDump) and return what its log
+// and console said last.
+type dumper interface {
+	AskDump()
+	LastWords() []any
+}
+
+// stallDump logs, once per machine, the state dump of s's machine after
+// its guest stopped answering (a request timed out): where its vCPUs
+// stood is the only record of a guest that stalled, and harnesses tell
+// the lab's nested-emulation stalls by it (docs/lab.md, tools/lab's
+// labsvmrips), where the guest's own console says nothing.
+func (s *Sandbox) stallDump() {
+	s.mu.Lock()
+	m := s.m
+	if m == nil || s.dumped == m {
+		s.mu.Unlock()
+		return
+	}
+	s.dumped = m
+	s.mu.Unlock()
+	d, ok := m.(dumper)
+	if !ok {
+		return
+	}
+	go func() {
+		d.AskDump() // (it waits for the dump to be written)
+		s.p.log.Warn("sandbox's guest stopped answering: its machine's state", append([]any{"sandbox", s.id}, d.LastWords()...)...)
+	}()
 }
 
 // GuestError is the error for a request that failed in the guest: errno

@@ -407,6 +407,35 @@ func TestMachineDies(t *testing.T) {
 	}
 }
 
+// TestStallDump: a request to a guest that timed out (ETIMEDOUT) has its
+// machine asked for its state dump, logged with its last words, once
+// per machine however many time out; other failures ask nothing.
+func TestStallDump(t *testing.T) {
+	rt := newFakeRuntime()
+	p, logs := openPlane(t, t.TempDir(), rt)
+	do(t, p, "new t1")
+	s := lookup(t, p, "t1")
+	m := rt.machine("t1")
+	m.console = "the guest's last line"
+	s.Fail("procs/clone", Errorf(syscall.ENOENT, "no such process"))
+	for range 3 {
+		s.Fail("walk fs/tmp", Errorf(syscall.ETIMEDOUT, "no answer to walk fs/tmp in 15s"))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "stopped answering") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := logs.String(); !strings.Contains(l, "stopped answering") || !strings.Contains(l, `console="the guest's last line"`) {
+		t.Errorf("log = %q; want the stall with the machine's last words", l)
+	}
+	m.mu.Lock()
+	n := m.dumps
+	m.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d dumps asked; want 1", n)
+	}
+}
+
 func TestWait(t *testing.T) {
 	rt := newFakeRuntime()
 	p, _ := openPlane(t, t.TempDir(), rt)

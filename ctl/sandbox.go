@@ -61,6 +61,9 @@ type Sandbox struct {
 	// forked is the world forkWorld made for it ("" none), which a
 	// failed clone removes with it (dropFork). Changed with op and mu.
 	forked string
+	// dumped: its machine was asked for its state once already since
+	// its guest stopped answering (stallDump). Protected by mu.
+	dumped Machine
 }
 
 func newSandbox(p *Plane, id string, cfg Config, created time.Time, owner cred.Owner) *Sandbox {

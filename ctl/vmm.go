@@ -420,6 +420,11 @@ func (m *vmmMachine) LastWords() []any {
 	return []any{"console", logTail(m.console, 2000), "vmmlog", logTail(filepath.Join(filepath.Dir(m.console), "vmm.log"), 8000)}
 }
 
+// AskDump has the VMM write its state dump to its log (Sandbox.stallDump).
+func (m *vmmMachine) AskDump() { m.p.AskDump() }
+
+var _ dumper = (*vmmMachine)(nil)
+
 // untilEnd is ctx, also cancelled when the machine ends: a wait for its
 // agent then ends at once instead of after agentWait.
 func (m *vmmMachine) untilEnd(ctx context.Context) (context.Context, context.CancelFunc) {
