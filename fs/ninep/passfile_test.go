@@ -33,18 +33,24 @@ func openReply(t *testing.T, r *raw, tag uint16) (typ uint8, body []byte, fd int
 	}
 	fd = -1
 	if oobn > 0 {
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
-			t.Fatalf("control data: %v (%d messages)", err, len(msgs))
-		}
-		fds, err := unix.ParseUnixRights(&msgs[0])
-		if err != nil || len(fds) != 1 {
-			t.Fatalf("descriptors: %v %v", fds, err)
-		}
-		fd = fds[0]
+		fd = oneFD(t, oob[:oobn])
 		t.Cleanup(func() { unix.Close(fd) })
 	}
 	return hdr[4], body, fd
+}
+
+// oneFD is the one descriptor control data oob carries.
+func oneFD(t *testing.T, oob []byte) int {
+	t.Helper()
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("control data: %v (%d messages)", err, len(msgs))
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("descriptors: %v %v", fds, err)
+	}
+	return fds[0]
 }
 
 // TestPassedFiles: a client that asks (Tpassfiles) gets its open of a

@@ -107,16 +107,9 @@ func readReply(t *testing.T, r *raw, tag uint16, off uint64, count uint32) (data
 		}
 		return body[4 : 4+binary.LittleEndian.Uint32(body)], false
 	case msgRreadfd:
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
-			t.Fatalf("Rreadfd's control data: %v (%d messages)", err, len(msgs))
-		}
-		fds, err := unix.ParseUnixRights(&msgs[0])
-		if err != nil || len(fds) != 1 {
-			t.Fatalf("Rreadfd's descriptors: %v %v", fds, err)
-		}
-		defer unix.Close(fds[0])
-		if fl, _ := unix.FcntlInt(uintptr(fds[0]), unix.F_GETFL, 0); fl&unix.O_ACCMODE != unix.O_RDONLY {
+		fd := oneFD(t, oob[:oobn])
+		defer unix.Close(fd)
+		if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); fl&unix.O_ACCMODE != unix.O_RDONLY {
 			t.Errorf("passed descriptor open with flags %#x; want read-only", fl)
 		}
 		poff, pcount := binary.LittleEndian.Uint64(body), binary.LittleEndian.Uint32(body[8:])
@@ -124,7 +117,7 @@ func readReply(t *testing.T, r *raw, tag uint16, off uint64, count uint32) (data
 			t.Fatalf("Rreadfd offset %d count %d for a Tread at %d of %d", poff, pcount, off, count)
 		}
 		data = make([]byte, pcount)
-		n, err := unix.Pread(fds[0], data, int64(poff))
+		n, err := unix.Pread(fd, data, int64(poff))
 		if err != nil {
 			t.Fatal(err)
 		}
