@@ -59,11 +59,11 @@ type conn struct {
 	// clunkWait is closed when the reply for the Tclunk with clunkTag
 	// is about to be written (ordered clunks, clunkorder.go). Protected by mu.
 	clunkWait chan struct{}
+	clunkTag  uint16
 	// offers are the descriptors of opens whose replies are not sent
 	// yet, by cookie (passfile.go). Protected by mu.
 	offers   map[uint32]int
 	offerSeq uint32
-	clunkTag uint16
 }
 
 // inflight is one Tread or Twrite from its frame to its reply. p9 gives

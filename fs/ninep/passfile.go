@@ -97,8 +97,7 @@ func (c *conn) offerFile(h sfs.Handle, ioUnit uint32) uint32 {
 	}
 }
 
-// takeOffer returns the descriptor cookie stands for (-1 if none) and
-// the iounit to send in its place.
+// takeOffer returns the descriptor cookie stands for, -1 if none.
 func (c *conn) takeOffer(cookie uint32) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -139,13 +138,11 @@ func (c *conn) passOpen(b []byte) int {
 // sendOpenFD writes Rlopenfd for reply b (an Rlopen or Rlcreate) with
 // descriptor fd, and closes fd.
 func sendOpenFD(uc *net.UnixConn, b []byte, fd int) error {
-	defer unix.Close(fd)
 	out := make([]byte, rlopenfdLen)
 	binary.LittleEndian.PutUint32(out, rlopenfdLen)
 	out[4] = msgRlopenfd
 	copy(out[5:7], b[5:7]) // tag
 	out[7] = b[4]          // the reply it stands for
 	copy(out[8:], b[7:])   // qid, iounit
-	_, _, err := uc.WriteMsgUnix(out, unix.UnixRights(fd), nil)
-	return err
+	return sendWithFD(uc, out, fd)
 }

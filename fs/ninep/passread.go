@@ -117,13 +117,19 @@ func (c *conn) closePasses() {
 // sendPassed writes p's Rreadfd for tag, with its descriptor, in place
 // of the Rread p9 encoded, and closes the descriptor.
 func sendPassed(uc *net.UnixConn, tag uint16, p *passedRead) error {
-	defer unix.Close(p.fd)
 	var b [rreadfdLen]byte
 	binary.LittleEndian.PutUint32(b[0:], rreadfdLen)
 	b[4] = msgRreadfd
 	binary.LittleEndian.PutUint16(b[5:], tag)
 	binary.LittleEndian.PutUint64(b[7:], uint64(p.off))
 	binary.LittleEndian.PutUint32(b[15:], uint32(p.count))
-	_, _, err := uc.WriteMsgUnix(b[:], unix.UnixRights(p.fd), nil)
+	return sendWithFD(uc, b[:], p.fd)
+}
+
+// sendWithFD writes frame b with descriptor fd (SCM_RIGHTS, in the
+// same write) and closes fd.
+func sendWithFD(uc *net.UnixConn, b []byte, fd int) error {
+	defer unix.Close(fd)
+	_, _, err := uc.WriteMsgUnix(b, unix.UnixRights(fd), nil)
 	return err
 }

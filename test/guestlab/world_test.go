@@ -162,9 +162,9 @@ func TestWorldGuestPOSIX(t *testing.T) {
 	if ents, _ := os.ReadDir(lower); len(ents) != 6 {
 		t.Errorf("the lower changed: %v", ents)
 	}
-	io := deviceIO(t, d, "p")
-	t.Logf("the VMM kept %d passed files and answered %d reads, writes and fsyncs on them; %d passed reads", io.files, io.local, io.passed)
-	if io.files == 0 || io.local == 0 {
+	dev := deviceIO(t, d, "p")
+	t.Logf("the VMM kept %d passed files and answered %d reads, writes and fsyncs on them; %d passed reads", dev.files, dev.local, dev.passed)
+	if dev.files == 0 || dev.local == 0 {
 		t.Errorf("the guest's reads and writes of open files were not answered by its VMM on passed files (docs/worlds.md)")
 	}
 }

@@ -127,10 +127,4 @@ func (d *Device) orderedClunks(gen uint64) {
 }
 
 // rclunk is the Rclunk frame for tag.
-func rclunk(tag uint16) []byte {
-	b := make([]byte, headerLen)
-	binary.LittleEndian.PutUint32(b, headerLen)
-	b[4] = tRclunk
-	binary.LittleEndian.PutUint16(b[5:], tag)
-	return b
-}
+func rclunk(tag uint16) []byte { return replyHeader(tRclunk, tag, 0) }

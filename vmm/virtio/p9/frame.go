@@ -57,14 +57,19 @@ func peekHeader(br *bufio.Reader, max uint32) (header, error) {
 	return parseHeader(hb), nil
 }
 
+// replyHeader is a reply frame's header for tag, for a body of n bytes
+// the caller appends.
+func replyHeader(typ uint8, tag uint16, n int) []byte {
+	b := make([]byte, headerLen, headerLen+n)
+	binary.LittleEndian.PutUint32(b, uint32(headerLen+n))
+	b[4] = typ
+	binary.LittleEndian.PutUint16(b[5:], tag)
+	return b
+}
+
 // rlerror is the Rlerror frame for tag with errno e.
 func rlerror(tag uint16, e syscall.Errno) []byte {
-	b := make([]byte, rlerrorLen)
-	binary.LittleEndian.PutUint32(b, rlerrorLen)
-	b[4] = tRlerror
-	binary.LittleEndian.PutUint16(b[5:], tag)
-	binary.LittleEndian.PutUint32(b[7:], uint32(e))
-	return b
+	return binary.LittleEndian.AppendUint32(replyHeader(tRlerror, tag, 4), uint32(e))
 }
 
 // flushOldTag is the oldtag[2] of a Tflush frame b, or false if b is too

@@ -115,16 +115,9 @@ func (r *rightsReader) close() {
 // reading the file answers the Tread with Rlerror; a frame without its
 // descriptor, or a malformed one, ends the session.
 func (d *Device) readPassed(q *virtio.Queue, br *bufio.Reader, gen uint64, h header, fds *rightsReader) error {
-	if h.size != rreadfdLen {
-		return fmt.Errorf("server Rreadfd of %d bytes", h.size)
-	}
-	var b [rreadfdLen]byte
-	if _, err := io.ReadFull(br, b[:]); err != nil {
+	b, fd, err := readWithFD(br, h, rreadfdLen, "Rreadfd", fds)
+	if err != nil {
 		return err
-	}
-	fd, ok := fds.take()
-	if !ok {
-		return errors.New("server Rreadfd without its descriptor")
 	}
 	defer unix.Close(fd)
 	off, count := int64(binary.LittleEndian.Uint64(b[7:])), int(binary.LittleEndian.Uint32(b[15:]))
@@ -159,6 +152,24 @@ func (d *Device) readPassed(q *virtio.Queue, br *bufio.Reader, gen uint64, h hea
 	d.stats.replied(got.Sub(r.popped), time.Since(got), rreadHdrLen+n)
 	d.stats.passedReplies.Add(1)
 	return nil
+}
+
+// readWithFD reads frame h, of sandfs's type name that must be size
+// bytes long (its header checked and buffered in br), and takes the
+// descriptor that came with it from fds.
+func readWithFD(br *bufio.Reader, h header, size uint32, name string, fds *rightsReader) ([]byte, int, error) {
+	if h.size != size {
+		return nil, -1, fmt.Errorf("server %s of %d bytes", name, h.size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, -1, err
+	}
+	fd, ok := fds.take()
+	if !ok {
+		return nil, -1, fmt.Errorf("server %s without its descriptor", name)
+	}
+	return b, fd, nil
 }
 
 // preadChain reads up to count bytes of fd at off into c's writable

@@ -56,7 +56,6 @@ const (
 	tTremove  = 122
 
 	rlopenfdLen = headerLen + 1 + qidLen + 4
-	rlopenLen   = headerLen + qidLen + 4
 	ioHdrLen    = headerLen + 4 + 8 + 4 // Tread, Twrite: fid[4] offset[8] count[4]
 	fsyncLen    = headerLen + 4 + 4     // Tfsync: fid[4] datasync[4]
 
@@ -122,27 +121,16 @@ func (pf *passedFile) dropLocked() {
 // it stands for. A frame without its descriptor, or a malformed one,
 // ends the session.
 func (d *Device) readOpenFD(q *virtio.Queue, br *bufio.Reader, gen uint64, h header, fds *rightsReader) error {
-	if h.size != rlopenfdLen {
-		return fmt.Errorf("server Rlopenfd of %d bytes", h.size)
-	}
-	var b [rlopenfdLen]byte
-	if _, err := io.ReadFull(br, b[:]); err != nil {
+	b, fd, err := readWithFD(br, h, rlopenfdLen, "Rlopenfd", fds)
+	if err != nil {
 		return err
-	}
-	fd, ok := fds.take()
-	if !ok {
-		return errors.New("server Rlopenfd without its descriptor")
 	}
 	rtype := b[headerLen]
 	if rtype != tRlopen && rtype != tRlcreate {
 		unix.Close(fd)
 		return fmt.Errorf("server Rlopenfd for reply type %d", rtype)
 	}
-	out := make([]byte, rlopenLen)
-	binary.LittleEndian.PutUint32(out, rlopenLen)
-	out[4] = rtype
-	binary.LittleEndian.PutUint16(out[5:], h.tag)
-	copy(out[headerLen:], b[headerLen+1:])
+	out := append(replyHeader(rtype, h.tag, qidLen+4), b[headerLen+1:]...)
 	if !d.t.Begin() {
 		unix.Close(fd)
 		return errClosing
@@ -287,16 +275,6 @@ func pwriteAll(fd int, bufs [][]byte, off int64) (int, error) {
 
 // maxIov is how many buffers one pwritev takes (the kernel's UIO_MAXIOV).
 const maxIov = 1024
-
-// replyHeader is a reply frame's header for tag, for a body of n bytes
-// the caller appends.
-func replyHeader(typ uint8, tag uint16, n int) []byte {
-	b := make([]byte, headerLen, headerLen+n)
-	binary.LittleEndian.PutUint32(b, uint32(headerLen+n))
-	b[4] = typ
-	binary.LittleEndian.PutUint16(b[5:], tag)
-	return b
-}
 
 // copyBufs copies bufs into p, as much as fits.
 func copyBufs(p []byte, bufs [][]byte) {

@@ -75,11 +75,7 @@ func (d *Device) attrsReplied(r *request, b []byte) []byte {
 		slog.Warn("virtio-9p: Rwalkgetattr of the wrong size", "size", h.size, "qids", n)
 		return rlerror(h.tag, eio)
 	}
-	out := make([]byte, headerLen+2+len(qids))
-	binary.LittleEndian.PutUint32(out, uint32(len(out)))
-	out[4] = tRwalk
-	binary.LittleEndian.PutUint16(out[5:], h.tag)
-	copy(out[headerLen:], body[fixed:])
+	out := append(replyHeader(tRwalk, h.tag, 2+len(qids)), body[fixed:]...)
 	if n == 1 {
 		a := make([]byte, 0, attrMaskLen+qidLen+attrLen)
 		a = append(a, body[:attrMaskLen]...)
@@ -105,11 +101,7 @@ func (d *Device) answerFromLookup(q *virtio.Queue, c *virtio.Chain, h header, b 
 		a.gen != d.gen || !d.open || time.Since(a.at) > attrFresh {
 		return false
 	}
-	out := make([]byte, headerLen, headerLen+len(a.body))
-	binary.LittleEndian.PutUint32(out, uint32(headerLen+len(a.body)))
-	out[4] = tRgetattr
-	binary.LittleEndian.PutUint16(out[5:], h.tag)
-	d.writeLocked(q, c, append(out, a.body...))
+	d.writeLocked(q, c, append(replyHeader(tRgetattr, h.tag, len(a.body)), a.body...))
 	d.stats.lookupAttrs.Add(1)
 	return true
 }
