@@ -54,10 +54,9 @@ func (m *vmmMachine) SaveToDisk(ctx context.Context) (string, error) {
 	} else if m.last != "" {
 		over = filepath.Join(store, m.last) // a pause image with no root
 	}
-	if err := m.takeMem(ctx, filepath.Join(store, id), &over); err != nil {
-		return "", err
-	}
-	if err := m.p.SyncDisks(ctx); err != nil {
+	// One request: the memory delta, not re-arming the dirty pages' tracking
+	// (the machine ends next), and the disk layer's sync.
+	if err := m.takeMem(ctx, filepath.Join(store, id), &over, m.p.SaveToDisk); err != nil {
 		return "", err
 	}
 	img := id + " " + m.host + " " + m.image

@@ -61,7 +61,7 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 	}
 	var tm snapshot.Timing
 	t := snapshot.Now()
-	if err := m.takeMem(ctx, filepath.Join(store, id), &over); err != nil {
+	if err := m.takeMem(ctx, filepath.Join(store, id), &over, m.p.Snapshot); err != nil {
 		return SnapshotStats{}, err
 	}
 	tm.Mark("vmm-snapshot", &t)
@@ -108,18 +108,19 @@ func (m *vmmMachine) Snapshot(ctx context.Context, dir, parent string) (Snapshot
 		Boot: m.host + " image=" + m.image, Took: tm}, nil
 }
 
-// takeMem has the VMM write its memory snapshot at dir, a delta over
+// takeMem has the VMM write its memory snapshot at dir with take (its
+// process's Snapshot, or SaveToDisk for a pause to disk), a delta over
 // *over when set. An adopted machine's recorded last snapshot may not be
 // the VMM's (lastUnsure), nor, after a resume from disk, the root of its
 // pause image (the VMM wrote that image full, compacting): a delta it
 // refuses (EINVAL) is taken full, and *over becomes "". On success the
 // machine's chain ends at dir.
-func (m *vmmMachine) takeMem(ctx context.Context, dir string, over *string) error {
-	err := m.p.Snapshot(ctx, dir, *over)
+func (m *vmmMachine) takeMem(ctx context.Context, dir string, over *string, take func(ctx context.Context, dir, parent string) error) error {
+	err := take(ctx, dir, *over)
 	unsure := m.lastUnsure || strings.HasPrefix(m.last, pauseMark)
 	if err != nil && *over != "" && unsure && Errno(err) == syscall.EINVAL {
 		*over = ""
-		err = m.p.Snapshot(ctx, dir, "")
+		err = take(ctx, dir, "")
 	}
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"sandfs/ctl/msg"
 )
@@ -27,6 +28,10 @@ func Open(dir string) (*Snapshot, error) {
 		return nil, fmt.Errorf("open snapshot %s: %w", msg.Cite(dir), err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot %s: %w", msg.Cite(dir), err)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxMeta+1))
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot %s: %w", msg.Cite(dir), err)
@@ -48,7 +53,37 @@ func Open(dir string) (*Snapshot, error) {
 	if uint64(st.Size()) != m.DataBytes {
 		return nil, fmt.Errorf("open snapshot %s: mem is %d bytes, want %d: %w", msg.Cite(dir), st.Size(), m.DataBytes, ErrCorrupt)
 	}
-	return &Snapshot{Dir: dir, Meta: *m, Sum: sum}, nil
+	return &Snapshot{Dir: dir, Meta: *m, Sum: sum, meta: metaIDOf(fi)}, nil
+}
+
+// metaID identifies a meta file. A snapshot is never rewritten in place
+// (Write renames a new directory in), so a meta with the same device,
+// inode, size and mtime is the same meta; a chown or chmod (the daemon's
+// import of a VMM's snapshot) changes none of them.
+type metaID struct {
+	dev, ino uint64
+	size     int64
+	mtime    syscall.Timespec
+}
+
+// metaIDOf is fi's metaID (zero if fi is not from a stat(2)).
+func metaIDOf(fi fs.FileInfo) metaID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return metaID{}
+	}
+	return metaID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim}
+}
+
+// Unchanged reports whether the snapshot at dir is s, as Open or Write
+// found it, with one stat of its meta instead of Open's read and
+// checksum. False means "not known to be": Open it to compare Sums.
+func (s *Snapshot) Unchanged(dir string) bool {
+	if s.meta == (metaID{}) {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(dir, MetaFile))
+	return err == nil && fi.Mode().IsRegular() && metaIDOf(fi) == s.meta
 }
 
 // Chain opens the snapshot at dir and its ancestors (siblings in the same

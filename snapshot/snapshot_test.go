@@ -361,3 +361,45 @@ func TestNeedsCompaction(t *testing.T) {
 		t.Errorf("NeedsCompaction(%d runs) = false; want true", CompactRuns+10)
 	}
 }
+
+// TestUnchanged: a snapshot is known unchanged by one stat while its
+// meta is the file Write or Open saw (a chmod or chown of it included),
+// and not once another snapshot of the same id took its place, nor where
+// no snapshot is.
+func TestUnchanged(t *testing.T) {
+	store := t.TempDir()
+	dir := filepath.Join(store, "s")
+	pg := set(1, 2)
+	w, err := Write(dir, ram(pg, 1), pg, nil, []byte("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Unchanged(dir) || !o.Unchanged(dir) {
+		t.Fatalf("a snapshot just written or opened is not known unchanged (written %v, opened %v)", w.Unchanged(dir), o.Unchanged(dir))
+	}
+	if err := os.Chmod(filepath.Join(dir, MetaFile), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Unchanged(dir) {
+		t.Error("a chmod of its meta made the snapshot look changed")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if w.Unchanged(dir) {
+		t.Error("a removed snapshot is known unchanged")
+	}
+	if _, err := Write(dir, ram(pg, 2), pg, nil, []byte("two, in its place")); err != nil {
+		t.Fatal(err)
+	}
+	if w.Unchanged(dir) || o.Unchanged(dir) {
+		t.Error("another snapshot of the same id is known unchanged as the first")
+	}
+	if (&Snapshot{}).Unchanged(dir) {
+		t.Error("a snapshot with no meta identity is known unchanged")
+	}
+}

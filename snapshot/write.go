@@ -21,6 +21,7 @@ type Snapshot struct {
 	Sum [sumSize]byte // SHA-256 of meta: identifies the snapshot
 	// Took is where Write's time went (nil from Open).
 	Took Timing
+	meta metaID // its meta file (Unchanged)
 }
 
 // Files inside a snapshot directory.
@@ -104,13 +105,13 @@ func writeTmp(tmp, dir string, m *Meta, mem []byte) (*Snapshot, error) {
 		return nil, err
 	}
 	tm.Mark("create", &t)
-	crc, err := writeRuns(f, m.Runs, mem)
-	if err != nil {
+	if err := writeRuns(f, m.Runs, mem); err != nil {
 		return nil, err
 	}
-	m.DataSum = crc
 	startWriteback(f)
 	tm.Mark("data", &t)
+	m.DataSum = sumRuns(m.Runs, mem)
+	tm.Mark("sum", &t)
 	b, sum := m.encode()
 	tm.Mark("encode-meta", &t)
 	mf, err := os.OpenFile(filepath.Join(tmp, MetaFile), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -122,6 +123,10 @@ func writeTmp(tmp, dir string, m *Meta, mem []byte) (*Snapshot, error) {
 		return nil, err
 	}
 	startWriteback(mf)
+	fi, err := mf.Stat()
+	if err != nil {
+		return nil, err
+	}
 	tm.Mark("write-meta", &t)
 	for _, g := range []*os.File{f, mf} {
 		if err := g.Sync(); err != nil {
@@ -142,7 +147,7 @@ func writeTmp(tmp, dir string, m *Meta, mem []byte) (*Snapshot, error) {
 		return nil, err
 	}
 	tm.Mark("rename+fsync-store", &t)
-	return &Snapshot{Dir: dir, Meta: *m, Sum: sum, Took: tm}, nil
+	return &Snapshot{Dir: dir, Meta: *m, Sum: sum, Took: tm, meta: metaIDOf(fi)}, nil
 }
 
 // startWriteback starts writing f's dirty pages to its disk without
@@ -155,15 +160,11 @@ func startWriteback(f *os.File) {
 // maxIov is how many runs one pwritev takes (the kernel's UIO_MAXIOV).
 const maxIov = 1024
 
-// writeRuns writes each run's pages of mem at its offset in f and returns
-// the CRC of the data in run order (Version's: dataTable). Runs whose
-// data follow each other in f (all of a delta's; a full snapshot's
+// writeRuns writes each run's pages of mem at its offset in f. Runs
+// whose data follow each other in f (all of a delta's; a full snapshot's
 // adjacent ones) go out in one pwritev: a delta of a few hundred runs is
-// a few system calls, not one per run. (Computing the CRC in another
-// goroutine while writing was tried and was not faster in the lab:
-// docs/snapshots.md.)
-func writeRuns(f *os.File, runs []Run, mem []byte) (uint32, error) {
-	crc := uint32(0)
+// a few system calls, not one per run.
+func writeRuns(f *os.File, runs []Run, mem []byte) error {
 	fd := int(f.Fd())
 	for i := 0; i < len(runs); {
 		off := runs[i].Offset
@@ -172,7 +173,6 @@ func writeRuns(f *os.File, runs []Run, mem []byte) (uint32, error) {
 		for ; i < len(runs) && runs[i].Offset == end && len(iov) < maxIov; i++ {
 			r := runs[i]
 			b := mem[r.Page*PageSize : (r.Page+r.Count)*PageSize]
-			crc = crc32.Update(crc, ieee, b)
 			iov = append(iov, b)
 			end += uint64(len(b))
 		}
@@ -182,13 +182,26 @@ func writeRuns(f *os.File, runs []Run, mem []byte) (uint32, error) {
 				err = io.ErrShortWrite
 			}
 			if err != nil {
-				return 0, fmt.Errorf("write %s: %w", msg.Cite(f.Name()), err)
+				return fmt.Errorf("write %s: %w", msg.Cite(f.Name()), err)
 			}
 			done += uint64(n)
 			iov = skipBytes(iov, n)
 		}
 	}
-	return crc, nil
+	return nil
+}
+
+// sumRuns is the CRC of the runs' pages of mem in run order (Version's:
+// dataTable). writeTmp computes it after the data's writeback has
+// started, so the disk writes while the CPU sums (mem does not change:
+// the machine is paused). (Summing in another goroutine while writing
+// was tried and was not faster in the lab: docs/snapshots.md.)
+func sumRuns(runs []Run, mem []byte) uint32 {
+	crc := uint32(0)
+	for _, r := range runs {
+		crc = crc32.Update(crc, ieee, mem[r.Page*PageSize:(r.Page+r.Count)*PageSize])
+	}
+	return crc
 }
 
 // skipBytes drops the first n bytes of iov (after a short pwritev).

@@ -121,6 +121,9 @@ const pagemapChunk = 32 << 10
 // scanPagemap calls f with the pagemap entry of each page of RAM that
 // has a bit of mask set (pages holding data: pmPresent|pmSwapped); the
 // others are skipped inline, not passed to f. With Machine.ctl held.
+// (Splitting the scan between two goroutines gained 13% in the lab,
+// where the kernel's read of the entries is nine tenths of it: one
+// goroutine.)
 func (r *guestRAM) scanPagemap(mask uint64, f func(page uint64, e uint64)) error {
 	pages := uint64(len(r.mem) / pageSize)
 	if r.pmBuf == nil {
@@ -170,12 +173,14 @@ func (r *guestRAM) MarkDirty(gpa uint64, n int) {
 }
 
 // collect adds the pages dirtied since the last collect (or arm) to
-// r.dirty and re-arms tracking. With soft-dirty tracking the same pagemap
+// r.dirty and, with soft-dirty and rearm, re-arms tracking (the dirty log
+// re-arms as it is read; without a re-arm the next collect finds these
+// pages again). With soft-dirty tracking the same pagemap
 // read also gives the pages that hold data (present or swapped), which it
 // returns for a full snapshot (fullPages); otherwise it returns nil. vCPUs
 // and devices must be paused.
 // Its steps are marked in tm (t: when the last one ended).
-func (r *guestRAM) collect(vm *kvm.VM, tm *snapshot.Timing, t *snapshot.Stamp) (held snapshot.Pages, err error) {
+func (r *guestRAM) collect(vm *kvm.VM, rearm bool, tm *snapshot.Timing, t *snapshot.Stamp) (held snapshot.Pages, err error) {
 	switch r.tracking {
 	case TrackSoftDirty:
 		held = snapshot.NewPages(uint64(len(r.mem) / pageSize))
@@ -189,6 +194,9 @@ func (r *guestRAM) collect(vm *kvm.VM, tm *snapshot.Timing, t *snapshot.Stamp) (
 			return nil, err
 		}
 		tm.Mark("pagemap", t)
+		if !rearm {
+			break
+		}
 		if _, err := r.clearRefs.Write(clearSoftDirty); err != nil {
 			return nil, fmt.Errorf("clear soft-dirty bits: %w", err)
 		}

@@ -54,7 +54,7 @@ func TestRAMFromChain(t *testing.T) {
 		r.mem[p*pageSize+5]++
 	}
 	_ = r.mem[7*pageSize] // a read is not a write
-	if _, err := r.collect(nil, nil, nil); err != nil {
+	if _, err := r.collect(nil, true, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := r.dirty.Runs(0)
@@ -64,7 +64,7 @@ func TestRAMFromChain(t *testing.T) {
 	}
 	// Re-armed by collect: nothing new is dirty.
 	r.dirty.Clear()
-	if _, err := r.collect(nil, nil, nil); err != nil || r.dirty.Count() != 0 {
+	if _, err := r.collect(nil, true, nil, nil); err != nil || r.dirty.Count() != 0 {
 		t.Errorf("second collect: %v, %d dirty pages; want none", err, r.dirty.Count())
 	}
 }
@@ -81,7 +81,7 @@ func TestCollectHeldPages(t *testing.T) {
 	for _, p := range []uint64{0, 5, 6, 900} {
 		r.mem[p*pageSize+9] = 1
 	}
-	held, err := r.collect(nil, nil, nil)
+	held, err := r.collect(nil, true, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +95,64 @@ func TestCollectHeldPages(t *testing.T) {
 	full, err := r.fullPages(held)
 	if err != nil || !slices.Equal(full, want) {
 		t.Errorf("fullPages = %v, %v; want %v", full.Runs(0), err, want.Runs(0))
+	}
+}
+
+// TestCollectRearm: on RAM of more than one pagemap chunk, collect holds
+// the pages written and finds the pages dirtied since arm, at either
+// side of a chunk's end and at RAM's ends; without a re-arm
+// (SnapshotToEnd) the next collect finds them again.
+func TestCollectRearm(t *testing.T) {
+	const size = 258 << 20 // 66048 pages: three chunks of 32768
+	r, err := mapRAM(size, "", procFiles{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	touched := []uint64{0, 63, 64, 900, 32767, 32768, 32831, 66047}
+	for _, p := range touched {
+		r.mem[p*pageSize+3] = 1
+	}
+	if err := r.arm(); err != nil {
+		t.Fatal(err)
+	}
+	dirtied := []uint64{63, 32767, 32768, 66047}
+	for _, p := range dirtied {
+		r.mem[p*pageSize+4] = 2
+	}
+	held, err := r.collect(nil, false, nil, nil) // re-armed below
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := snapshot.NewPages(size / pageSize)
+	for _, p := range touched {
+		one.Set(p)
+	}
+	if !slices.Equal(held, one) {
+		t.Errorf("collect held %v; want the pages written, %v", held.Runs(0), one.Runs(0))
+	}
+	want := snapshot.NewPages(size / pageSize)
+	for _, p := range dirtied {
+		want.Set(p)
+	}
+	if !slices.Equal(r.dirty, want) {
+		t.Errorf("dirty = %v; want %v", r.dirty.Runs(0), want.Runs(0))
+	}
+	// Without a re-arm (SnapshotToEnd) the same pages are found again, and
+	// once more by the collect that re-arms; after that, none.
+	for i, rearm := range []bool{false, true, true} {
+		r.dirty.Clear()
+		if _, err := r.collect(nil, rearm, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		w := want
+		if i == 2 {
+			w = snapshot.NewPages(size / pageSize)
+		}
+		if !slices.Equal(r.dirty, w) {
+			t.Errorf("collect %d (re-arm %v): dirty = %v; want %v", i+2, rearm, r.dirty.Runs(0), w.Runs(0))
+		}
 	}
 }
 

@@ -28,11 +28,22 @@ const pageSize = snapshot.PageSize
 // instead: check the result's Full. On failure nothing is written and
 // the dirty pages stay counted for the next try.
 func (m *Machine) Snapshot(dir, parent string) (*snapshot.Snapshot, error) {
-	return m.snapshot("snapshot", dir, parent)
+	return m.snapshot("snapshot", dir, parent, true)
 }
 
-// snapshot is Snapshot, its errors beginning with verb.
-func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error) {
+// SnapshotToEnd is Snapshot for a machine that is to end after it (a
+// pause to disk): it leaves dirty-page tracking as it is instead of
+// re-arming it, which with soft-dirty is a clear_refs walk of the whole
+// process's page tables that makes the guest fault its working set in
+// again. Should the machine go on after all, its next delta holds the
+// pages dirtied before this snapshot too: larger, never wrong.
+func (m *Machine) SnapshotToEnd(dir, parent string) (*snapshot.Snapshot, error) {
+	return m.snapshot("snapshot", dir, parent, false)
+}
+
+// snapshot is Snapshot, its errors beginning with verb; rearm re-arms
+// dirty-page tracking (SnapshotToEnd).
+func (m *Machine) snapshot(verb, dir, parent string, rearm bool) (*snapshot.Snapshot, error) {
 	m.ctl.Lock()
 	defer m.ctl.Unlock()
 	if m.closed {
@@ -54,7 +65,7 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 	}
 	tm.Mark("encode-state", &t)
 	r := m.ram
-	held, err := r.collect(m.vm, &tm, &t)
+	held, err := r.collect(m.vm, rearm, &tm, &t)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
@@ -88,9 +99,10 @@ func (m *Machine) snapshot(verb, dir, parent string) (*snapshot.Snapshot, error)
 // counts of the chain through it. A nil parent means a full snapshot:
 // none was asked, or the chain is due for compaction.
 //
-// A delta over r.base itself, the common case, reads only r.base's meta
-// again (that the store still holds the snapshot this machine wrote or
-// restored), checks that the snapshots before it are still there (a
+// A delta over r.base itself, the common case, checks that the store
+// still holds the snapshot this machine wrote or restored (a stat of its
+// meta, snapshot.Unchanged; its read and checksum if that stat differs),
+// checks that the snapshots before it are still there (a
 // stat each) and takes the chain's shape from r.shape: reading the
 // whole chain (Open's read, decode and checksum of each meta) cost about
 // a millisecond per snapshot in it, at every snapshot, in the lab.
@@ -102,12 +114,19 @@ func (r *guestRAM) deltaOver(parent string) (*snapshot.Snapshot, snapshot.Pages,
 		return nil, nil, nil, msg.Errorf(syscall.EINVAL, "%s is not this machine's last snapshot nor an ancestor of it", msg.Cite(parent))
 	}
 	if n := len(r.shape); filepath.Base(parent) == r.base.ID && n > 0 && r.shape[n-1].ID == r.base.ID {
-		s, err := snapshot.Open(parent)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if s.Sum != r.base.Sum {
-			return nil, nil, nil, msg.Errorf(syscall.EINVAL, "the store beside %s does not hold this machine's last snapshot", msg.Cite(parent))
+		s := r.base
+		if s.Unchanged(parent) {
+			c := *s
+			c.Dir = filepath.Clean(parent)
+			s = &c
+		} else {
+			var err error
+			if s, err = snapshot.Open(parent); err != nil {
+				return nil, nil, nil, err
+			}
+			if s.Sum != r.base.Sum {
+				return nil, nil, nil, msg.Errorf(syscall.EINVAL, "the store beside %s does not hold this machine's last snapshot", msg.Cite(parent))
+			}
 		}
 		if r.shape.NeedsCompaction(len(r.dirty.Runs(0))) {
 			return nil, r.dirty, nil, nil
@@ -163,7 +182,7 @@ func (r *guestRAM) fullPages(held snapshot.Pages) (snapshot.Pages, error) {
 // "")); dir may exist if it is empty (it is replaced).
 func (m *Machine) SaveDir(dir string) error {
 	os.Remove(dir) // only if empty; Write refuses anything else
-	_, err := m.snapshot("save", dir, "")
+	_, err := m.snapshot("save", dir, "", true)
 	return err
 }
 

@@ -152,21 +152,18 @@ func (r *run) stopToDisk(ctx context.Context, t *template, s *sandbox, parent st
 		return 0, 0, "", "", err
 	}
 	ps := now()
-	if err := s.p.Snapshot(ctx, dir, parent); err != nil {
-		return 0, 0, "", "", err
-	}
-	ss := now()
-	// As the daemon's pause to disk (ctl/vmmpause.go): the disk layer
-	// made durable in place, then SIGKILL (no orderly stop).
-	if err := s.p.SyncDisks(ctx); err != nil {
+	// As the daemon's pause to disk (ctl/vmmpause.go): the memory and the
+	// disk layer made durable in one request, then SIGKILL (no orderly
+	// stop).
+	if err := s.p.SaveToDisk(ctx, dir, parent); err != nil {
 		return 0, 0, "", "", err
 	}
 	sd := now()
 	s.p.Abort() // as vmmMachine.Discard: SIGKILL, no wait
 	d := since(start)
 	<-s.p.Done()
-	split := fmt.Sprintf("pause %s, snapshot verb %s, syncdisks %s, SIGKILL sent (not counted: reaped %s later); in the verb: %s",
-		ms(span(start, ps)), ms(span(ps, ss)), ms(span(ss, sd)), ms(since(sd)), s.snapshotPhases(dir))
+	split := fmt.Sprintf("pause %s, savetodisk verb (snapshot, syncdisks) %s, SIGKILL sent (not counted: reaped %s later); in the verb: %s",
+		ms(span(start, ps)), ms(span(ps, sd)), ms(since(sd)), s.snapshotPhases(dir))
 	sn, err := snapshot.Open(dir)
 	if err != nil {
 		return 0, 0, "", "", err

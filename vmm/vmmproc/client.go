@@ -163,13 +163,25 @@ func (p *Process) Save(ctx context.Context, dir string) error {
 // uid, so a jailed VMM's store lies in Jail.Work (root creates nothing
 // there). Whether it was written full is in snapshot.Open(dir).
 func (p *Process) Snapshot(ctx context.Context, dir, parent string) error {
-	m := "snapshot "
+	return p.snapshotVerb(ctx, "snapshot", dir, parent)
+}
+
+// SaveToDisk is a pause to disk's writes in one request: Snapshot of the
+// paused machine, which is to end (its dirty-page tracking is not
+// re-armed), then SyncDisks. The process may then be killed (Abort).
+func (p *Process) SaveToDisk(ctx context.Context, dir, parent string) error {
+	return p.snapshotVerb(ctx, "savetodisk", dir, parent)
+}
+
+// snapshotVerb sends verb <dir> [<parent>].
+func (p *Process) snapshotVerb(ctx context.Context, verb, dir, parent string) error {
+	m := verb + " "
 	for i, d := range []string{dir, parent} {
 		if d == "" {
 			continue
 		}
 		if strings.ContainsAny(d, "\n") {
-			return msg.Errorf(syscall.EINVAL, "snapshot: directory %s has a newline", msg.Cite(d))
+			return msg.Errorf(syscall.EINVAL, "%s: directory %s has a newline", verb, msg.Cite(d))
 		}
 		d, _ = filepath.Abs(d)
 		if i > 0 {

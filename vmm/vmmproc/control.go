@@ -50,6 +50,9 @@ type machine interface {
 	Paused() bool
 	SaveDir(dir string) error
 	Snapshot(dir, parent string) (*snapshot.Snapshot, error)
+	// SaveToDisk is Snapshot without re-arming dirty-page tracking
+	// (vmm.Machine.SnapshotToEnd), then SyncDisks: a pause to disk.
+	SaveToDisk(dir, parent string) (*snapshot.Snapshot, error)
 	DirtyTracking() string
 	Stop()
 	Exit() (vmm.ExitReason, error)
@@ -91,18 +94,39 @@ func (m diskMachine) CloneDisk(n int, dst string) error {
 // (snapshot) after it in the same pause then wait for no commit of
 // their own but the map's rename (docs/snapshots.md "Pause to disk").
 func (m diskMachine) Snapshot(dir, parent string) (*snapshot.Snapshot, error) {
+	if err := m.startSync(); err != nil {
+		return nil, err
+	}
+	return m.Machine.Snapshot(dir, parent)
+}
+
+// SaveToDisk implements machine.SaveToDisk: as Snapshot, the disks'
+// sync started first so that the snapshot's fsync commits their blocks.
+func (m diskMachine) SaveToDisk(dir, parent string) (*snapshot.Snapshot, error) {
+	if err := m.startSync(); err != nil {
+		return nil, err
+	}
+	s, err := m.Machine.SnapshotToEnd(dir, parent)
+	if err != nil {
+		return nil, err
+	}
+	return s, m.SyncDisks()
+}
+
+// startSync starts every copy-on-write disk's sync (paused only).
+func (m diskMachine) startSync() error {
 	if !m.Paused() {
-		return nil, fmt.Errorf("snapshot: %w", vmm.ErrNotPaused)
+		return fmt.Errorf("snapshot: %w", vmm.ErrNotPaused)
 	}
 	for i, d := range m.disks {
 		if d == nil {
 			continue
 		}
 		if err := d.StartSync(); err != nil {
-			return nil, fmt.Errorf("snapshot: disk %d: %w", i, err)
+			return fmt.Errorf("snapshot: disk %d: %w", i, err)
 		}
 	}
-	return m.Machine.Snapshot(dir, parent)
+	return nil
 }
 
 // SyncDisks implements machine.SyncDisks.
@@ -167,6 +191,8 @@ var controlVerbs = msg.Table[controlVerb, msg.Stateless]{
 		Doc: "paused only (EBUSY otherwise): copy disk n's copy-on-write layer (Config.Disks[n].Overlay) to <dst> and <dst>.map, as the disk is now (a reflink where the file system has one, else the written chunks); <dst>'s directory is created; the machine goes on with its own layer."},
 	{Name: "syncdisks", Usage: "syncdisks", Run: (*control).syncDisks,
 		Doc: "paused only (EBUSY otherwise): fsync every disk's copy-on-write layer and write its map, so that the layers on disk match a snapshot taken in the same pause (a pause to disk: the process is then killed, not stopped)."},
+	{Name: "savetodisk", Usage: "savetodisk <dir> [<parent>]", Min: 1, Max: 2, Run: (*control).saveToDisk,
+		Doc: "paused only (EBUSY otherwise): a pause to disk in one request: snapshot <dir> [<parent>] without re-arming dirty-page tracking (the machine is to end; should it go on, its next delta is larger), then syncdisks."},
 	{Name: "stop", Usage: "stop", Run: (*control).stop,
 		Doc: "stop the machine; the process then exits with status 0."},
 }
@@ -205,30 +231,36 @@ func (c *control) syncDisks([]string) error { return c.m.SyncDisks() }
 
 // snapshot creates dir's store (as the VMM's own uid: in the jail, only
 // inside Jail.Work) and writes the snapshot (vmm.Machine.Snapshot).
-func (c *control) snapshot(a []string) error {
+func (c *control) snapshot(a []string) error { return c.writeSnapshot(a, c.m.Snapshot) }
+
+// saveToDisk is snapshot by machine.SaveToDisk.
+func (c *control) saveToDisk(a []string) error { return c.writeSnapshot(a, c.m.SaveToDisk) }
+
+// writeSnapshot checks the arguments <dir> [<parent>], creates dir's
+// store and writes the snapshot with take.
+func (c *control) writeSnapshot(a []string, take func(dir, parent string) (*snapshot.Snapshot, error)) error {
 	dir, parent := a[0], ""
 	if len(a) == 2 {
 		parent = a[1]
 	}
 	for _, p := range a {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-			return msg.Errorf(unix.EINVAL, "snapshot: %s is not an absolute, clean path", msg.Cite(p))
+			return msg.Errorf(unix.EINVAL, "%s is not an absolute, clean path", msg.Cite(p))
 		}
 	}
 	if parent != "" && filepath.Dir(parent) != filepath.Dir(dir) {
-		return msg.Errorf(unix.EINVAL, "snapshot: parent %s is not beside %s", msg.Cite(parent), msg.Cite(dir))
+		return msg.Errorf(unix.EINVAL, "parent %s is not beside %s", msg.Cite(parent), msg.Cite(dir))
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	s, err := c.m.Snapshot(dir, parent)
-	if err != nil {
 		return err
 	}
-	// Where the time went (snapshot.Timing), for docs/snapshots.md's
-	// breakdown and the benchmark (SnapshotPhases).
-	c.log.Info("vmm: snapshot", "dir", dir, "pages", s.Pages(), "phases", s.Took.String())
-	return nil
+	s, err := take(dir, parent)
+	if s != nil {
+		// Where the time went (snapshot.Timing), for docs/snapshots.md's
+		// breakdown and the benchmark (SnapshotPhases).
+		c.log.Info("vmm: snapshot", "dir", dir, "pages", s.Pages(), "phases", s.Took.String())
+	}
+	return err
 }
 
 // cloneDisk creates dst's directory (as the VMM's own uid: in the jail,

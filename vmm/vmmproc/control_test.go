@@ -171,6 +171,17 @@ func TestControlOver9P(t *testing.T) {
 	if err := p.Snapshot(ctx, "/x/a\nstop", ""); msg.Errno(err) != syscall.EINVAL || m.stopped.Load() {
 		t.Errorf("Snapshot(newline) = %v; want EINVAL, no stop", err)
 	}
+	if err := p.SaveToDisk(ctx, snap, ""); msg.Errno(err) != syscall.EBUSY || len(m.saves) != 1 || m.saves[0] != snap+" " {
+		t.Errorf("SaveToDisk() = %v, calls %q; want EBUSY, [%q]", err, m.saves, snap+" ")
+	}
+	if err := p.SaveToDisk(ctx, "/x/a\nstop", ""); msg.Errno(err) != syscall.EINVAL || m.stopped.Load() {
+		t.Errorf("SaveToDisk(newline) = %v; want EINVAL, no stop", err)
+	}
+	for _, bad := range []string{"savetodisk", "savetodisk rel", "savetodisk /a/b /c/d", "savetodisk /a/b /a/c /a/d"} {
+		if err := p.request(ctx, bad); msg.Errno(err) != syscall.EINVAL || len(m.saves) != 1 {
+			t.Errorf("request(%q) = %v, %d calls; want EINVAL, none", bad, err, len(m.saves)-1)
+		}
+	}
 	layer := filepath.Join(dir, "snaps", "s 2.cow")
 	if err := p.CloneDisk(ctx, 0, layer); msg.Errno(err) != syscall.EBUSY || len(m.clones) != 1 || m.clones[0] != "0 "+layer {
 		t.Errorf("CloneDisk(0) = %v, calls %q; want EBUSY, [%q]", err, m.clones, "0 "+layer)
@@ -207,6 +218,7 @@ type fakeMachine struct {
 	mem     uint64
 	stopped atomic.Bool
 	snaps   []string // Snapshot's arguments, "dir parent"
+	saves   []string // SaveToDisk's arguments, "dir parent"
 	clones  []string // CloneDisk's arguments, "n dst"
 	syncs   int      // SyncDisks calls
 }
@@ -219,6 +231,10 @@ func (f *fakeMachine) SaveDir(string) error {
 }
 func (f *fakeMachine) Snapshot(dir, parent string) (*snapshot.Snapshot, error) {
 	f.snaps = append(f.snaps, dir+" "+parent)
+	return nil, fmt.Errorf("snapshot: %w", vmm.ErrNotPaused)
+}
+func (f *fakeMachine) SaveToDisk(dir, parent string) (*snapshot.Snapshot, error) {
+	f.saves = append(f.saves, dir+" "+parent)
 	return nil, fmt.Errorf("snapshot: %w", vmm.ErrNotPaused)
 }
 func (f *fakeMachine) DirtyTracking() string         { return vmm.TrackDirtyLog }
