@@ -46,12 +46,12 @@ test-unit:
 		bash tools/lab/run-tests.sh $(CURDIR)/bin/tests/host-manifest; mrc=$$?; \
 	[ $$rc = 0 ] && [ $$mrc = 0 ]
 
-# Each fuzz target for FUZZTIME (5 x 10 s, about 75 s with the builds),
+# Each fuzz target for FUZZTIME (9 x 10 s, about 2 minutes with the builds),
 # one worker per core. A failing input is written to the package's
 # testdata/fuzz/<Target>/ (commit it: it becomes a seed). test/fuzz.sh
 # says when a target runs twice.
 FUZZTIME ?= 10s
-FUZZ_TARGETS = ./ctl/msg:FuzzSplit ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage ./snapshot:FuzzDecode ./netpolicy:FuzzParse ./fs/client:FuzzParseEvent
+FUZZ_TARGETS = ./ctl/msg:FuzzSplit ./ctl:FuzzParse ./ctl:FuzzSize ./fs/ninep:FuzzFrames ./guest:FuzzParseMessage ./snapshot:FuzzDecode ./vmm:FuzzDecodeState ./netpolicy:FuzzParse ./fs/client:FuzzParseEvent
 fuzz:
 	GO=$(GO) test/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 

@@ -2,7 +2,7 @@
 // versioned, checksummed directory per snapshot, written atomically, that
 // holds either every page of guest RAM that has data (a full snapshot) or
 // only the pages dirtied since its parent (a delta), plus the machine's
-// opaque state (vCPUs, devices: vmm.State as JSON). A chain (a full
+// opaque state (vCPUs, devices: vmm.EncodeState's bytes). A chain (a full
 // snapshot and the deltas over it) is restored without copying: the full
 // image is mapped MAP_PRIVATE and each delta's runs of pages are mapped
 // MAP_FIXED|MAP_PRIVATE over it (Map), so a restore costs O(runs), not

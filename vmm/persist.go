@@ -9,12 +9,14 @@ import (
 	"sandfs/vmm/serial"
 )
 
-// StateVersion is the version of State; Restore refuses others.
-const StateVersion = 1
+// StateVersion is the version of State's encoding that EncodeState
+// writes (statecodec.go); DecodeState reads it and version 1, Restore
+// refuses others.
+const StateVersion = 2
 
 // State is everything of a paused machine except guest RAM: the VM's
 // interrupt controllers, PIT and clock, each vCPU, the serial port, and the
-// devices' states by name. It is JSON-encodable.
+// devices' states by name. EncodeState and DecodeState read and write it.
 type State struct {
 	Version  int
 	MemBytes uint64
@@ -245,8 +247,8 @@ func (m *Machine) Restore(st *State) error {
 	if m.closed {
 		return fmt.Errorf("restore: %w", ErrEnded)
 	}
-	if st.Version != StateVersion {
-		return fmt.Errorf("restore: state version %d, want %d", st.Version, StateVersion)
+	if st.Version < 1 || st.Version > StateVersion {
+		return fmt.Errorf("restore: state version %d, want 1 to %d", st.Version, StateVersion)
 	}
 	if len(st.VCPUs) != st.CPUs {
 		return fmt.Errorf("restore: state names %d vCPUs but holds %d", st.CPUs, len(st.VCPUs))

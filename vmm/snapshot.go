@@ -1,7 +1,6 @@
 package vmm
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,7 +58,7 @@ func (m *Machine) snapshot(verb, dir, parent string, rearm bool) (*snapshot.Snap
 		return nil, err
 	}
 	tm.Mark("save-state", &t)
-	state, err := json.Marshal(st)
+	state, err := EncodeState(st)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
@@ -192,11 +191,11 @@ func LoadState(dir string) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	var st State
-	if err := json.Unmarshal(s.State, &st); err != nil {
+	st, err := DecodeState(s.State)
+	if err != nil {
 		return nil, fmt.Errorf("load state %s: %w", msg.Cite(dir), err)
 	}
-	return &st, nil
+	return st, nil
 }
 
 // DirtyTracking names the dirty-page mechanism in use: TrackSoftDirty or

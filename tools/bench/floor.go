@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -75,8 +74,8 @@ func floorRestore(dir string) ([]*kvm.VCPU, string, error) {
 	if !sn.Full() {
 		return nil, "", fmt.Errorf("%s: not a full snapshot", dir)
 	}
-	var st vmm.State
-	if err := json.Unmarshal(sn.State, &st); err != nil {
+	st, err := vmm.DecodeState(sn.State)
+	if err != nil {
 		return nil, "", fmt.Errorf("%s: state: %w", dir, err)
 	}
 	if len(st.VCPUs) != st.CPUs || st.CPUs < 1 || st.MemBytes != sn.MemBytes {
