@@ -48,7 +48,8 @@ func (s Pages) Count() uint64 {
 }
 
 // Runs returns the set as ascending runs of at most maxRun pages (0: no
-// limit), without offsets.
+// limit), without offsets. It finds each run's start and end a word (64
+// pages) at a time: a GiB dirtied is 4096 words, not 262,144 pages.
 func (s Pages) Runs(maxRun uint64) []Run {
 	var runs []Run
 	n := uint64(len(s)) * 64
@@ -59,14 +60,32 @@ func (s Pages) Runs(maxRun uint64) []Run {
 			continue
 		}
 		p += uint64(bits.TrailingZeros64(w))
-		q := p + 1
-		for q < n && s.Has(q) && (maxRun == 0 || q-p < maxRun) {
-			q++
+		q := s.runEnd(p)
+		for maxRun != 0 && q-p > maxRun {
+			runs = append(runs, Run{Page: p, Count: maxRun})
+			p += maxRun
 		}
 		runs = append(runs, Run{Page: p, Count: q - p})
 		p = q
 	}
 	return runs
+}
+
+// runEnd returns the first page at or after p that is not in the set
+// (the set's end if none).
+func (s Pages) runEnd(p uint64) uint64 {
+	n := uint64(len(s)) * 64
+	for p < n {
+		k := p % 64
+		w := ^s[p/64] >> k // ones where pages are absent, from p on
+		if w != 0 {
+			if z := uint64(bits.TrailingZeros64(w)); z < 64-k {
+				return p + z
+			}
+		}
+		p += 64 - k
+	}
+	return n
 }
 
 // PagesOf returns the set of pages covered by runs, for n pages.

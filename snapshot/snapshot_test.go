@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -341,6 +343,40 @@ func TestPagesRuns(t *testing.T) {
 	}
 	if r := s.Runs(50); len(r) != 5 {
 		t.Errorf("Runs(50) = %v; want 5 runs", r)
+	}
+}
+
+// TestPagesRunsRandom compares Runs with a page-by-page walk over sets
+// of every density, word edges included.
+func TestPagesRunsRandom(t *testing.T) {
+	rnd := rand.New(rand.NewSource(7))
+	for i := 0; i < 300; i++ {
+		n := uint64(1 + rnd.Intn(700))
+		s := NewPages(n)
+		density := rnd.Float64()
+		for p := uint64(0); p < n; p++ {
+			if rnd.Float64() < density {
+				s.Set(p)
+			}
+		}
+		if i%7 == 0 {
+			s.SetRange(0, n) // every page: one run to the end
+		}
+		maxRun := uint64(rnd.Intn(3)) * uint64(1+rnd.Intn(100))
+		var want []Run
+		for p := uint64(0); p < uint64(len(s))*64; p++ {
+			if !s.Has(p) {
+				continue
+			}
+			if k := len(want); k > 0 && want[k-1].Page+want[k-1].Count == p && (maxRun == 0 || want[k-1].Count < maxRun) {
+				want[k-1].Count++
+			} else {
+				want = append(want, Run{Page: p, Count: 1})
+			}
+		}
+		if got := s.Runs(maxRun); !reflect.DeepEqual(got, want) {
+			t.Fatalf("set %d (n=%d, maxRun=%d): Runs = %v; want %v", i, n, maxRun, got, want)
+		}
 	}
 }
 
