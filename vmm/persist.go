@@ -55,16 +55,23 @@ type VCPUState struct {
 	Events    []byte // struct kvm_vcpu_events
 }
 
-func rawOf[T any](v *T) []byte {
-	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))...)
+// structBytes is the bytes of v, a kernel struct without pointers (not
+// a copy).
+func structBytes[T any](v *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
 }
 
+// rawOf is a copy of v's bytes.
+func rawOf[T any](v *T) []byte { return append([]byte(nil), structBytes(v)...) }
+
+// fromRaw is the T whose bytes b holds, checking b's size; name is for
+// the error.
 func fromRaw[T any](b []byte, name string) (T, error) {
 	var v T
 	if uintptr(len(b)) != unsafe.Sizeof(v) {
-		return v, fmt.Errorf("restore %s: %d bytes, want %d", name, len(b), unsafe.Sizeof(v))
+		return v, fmt.Errorf("%s of %d bytes, want %d", name, len(b), unsafe.Sizeof(v))
 	}
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), unsafe.Sizeof(v)), b)
+	copy(structBytes(&v), b)
 	return v, nil
 }
 
@@ -262,7 +269,7 @@ func (m *Machine) Restore(st *State) error {
 	}
 	pit, err := fromRaw[kvm.PITState2](st.VM.PIT, "pit")
 	if err != nil {
-		return err
+		return fmt.Errorf("restore: %w", err)
 	}
 	if err := m.vm.SetPIT2(pit); err != nil {
 		return err
@@ -273,7 +280,7 @@ func (m *Machine) Restore(st *State) error {
 	for i, b := range [][]byte{st.VM.PICMaster, st.VM.PICSlave, st.VM.IOAPIC} {
 		c, err := fromRaw[kvm.IRQChip](b, "irqchip")
 		if err != nil {
-			return err
+			return fmt.Errorf("restore: %w", err)
 		}
 		c.ChipID = uint32(i)
 		if err := m.vm.SetIRQChip(c); err != nil {
