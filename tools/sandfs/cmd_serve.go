@@ -231,7 +231,7 @@ func vmmRuntime(log *slog.Logger, c serveConfig) (rt ctl.Runtime, noRuntime stri
 		vr.Detached = true // sandboxes outlive the daemon; the next one re-attaches them
 		// One VMM process started ahead (vmmproc.Spares); it ends with
 		// the daemon (its socket closes).
-		if sp, err := vmmproc.NewSpares(vr.Binary, vr.Jail.Namespaces, 1); err != nil {
+		if sp, err := vmmproc.NewSpares(vr.Binary, vr.Jail.Namespaces, vr.CgroupParent, 1); err != nil {
 			log.Warn("serve: no spare VMM processes", "err", err)
 		} else {
 			vr.Spares = sp

@@ -31,6 +31,8 @@ type Group struct {
 	Name string   // as given to Create, e.g. "sandfs/t1"
 	Dirs []string // the leaf directories, one per hierarchy
 	fd   int      // V2: the leaf opened O_DIRECTORY for CLONE_INTO_CGROUP; -1 once closed or in V1
+	// ctl is the leaf that holds each controller of Needed.
+	ctl map[string]string
 }
 
 // Create makes the group name (a relative path such as "sandfs/t1")
@@ -40,7 +42,7 @@ func (l Layout) Create(name string, lim Limits) (*Group, error) {
 	if !filepath.IsLocal(name) || filepath.Clean(name) != name {
 		return nil, fmt.Errorf("cgroup: bad name %q", name)
 	}
-	g := &Group{Mode: l.Mode, Name: name, fd: -1}
+	g := &Group{Mode: l.Mode, Name: name, fd: -1, ctl: map[string]string{}}
 	var err error
 	switch l.Mode {
 	case V2:
@@ -65,17 +67,22 @@ func (l Layout) Existing(name string) (*Group, error) {
 	if !filepath.IsLocal(name) || filepath.Clean(name) != name {
 		return nil, fmt.Errorf("cgroup: bad name %q", name)
 	}
-	g := &Group{Mode: l.Mode, Name: name, fd: -1}
+	g := &Group{Mode: l.Mode, Name: name, fd: -1, ctl: map[string]string{}}
 	switch l.Mode {
 	case V2:
 		g.Dirs = []string{filepath.Join(l.V2, name)}
+		for _, c := range Needed {
+			g.ctl[c] = g.Dirs[0]
+		}
 	case V1:
 		seen := map[string]bool{}
 		for _, c := range Needed {
-			if mnt := l.V1[c]; !seen[mnt] {
+			mnt := l.V1[c]
+			if !seen[mnt] {
 				seen[mnt] = true
 				g.Dirs = append(g.Dirs, filepath.Join(mnt, name))
 			}
+			g.ctl[c] = filepath.Join(mnt, name)
 		}
 	default:
 		return nil, fmt.Errorf("cgroup: group %q: no usable controllers (%s)", name, l.Why)
@@ -103,11 +110,10 @@ func (g *Group) create2(mnt string, lim Limits) error {
 		}
 	}
 	for _, c := range Needed {
-		for _, f := range limitFiles(V2, c, lim) {
-			if err := write(filepath.Join(dir, f.name), f.value); err != nil {
-				return err
-			}
-		}
+		g.ctl[c] = dir
+	}
+	if err := g.SetLimits(lim); err != nil {
+		return err
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -136,7 +142,21 @@ func (g *Group) create1(hier map[string]string, lim Limits) error {
 			dirs[mnt] = dir
 			g.Dirs = append(g.Dirs, dir)
 		}
-		for _, f := range limitFiles(V1, c, lim) {
+		g.ctl[c] = dir
+	}
+	return g.SetLimits(lim)
+}
+
+// SetLimits writes lim into the group's files, in place of what Create
+// (or an earlier SetLimits) wrote: a group made ahead for a process not
+// yet known (vmmproc's spare VMMs) gets its limits when it is.
+func (g *Group) SetLimits(lim Limits) error {
+	for _, c := range Needed {
+		dir, ok := g.ctl[c]
+		if !ok {
+			return fmt.Errorf("cgroup: %s has no %s directory", g.Name, c)
+		}
+		for _, f := range limitFiles(g.Mode, c, lim) {
 			if err := write(filepath.Join(dir, f.name), f.value); err != nil {
 				return err
 			}

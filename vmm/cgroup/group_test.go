@@ -91,25 +91,42 @@ func TestGroupOnHost(t *testing.T) {
 		}
 	}
 
-	for i, c := range Needed {
-		dir := g.Dirs[0]
-		if l.Mode == V1 {
-			dir = filepath.Join(l.V1[c], name)
-			if !slices.Contains(g.Dirs, dir) {
-				t.Errorf("Dirs = %v; want %s (%d)", g.Dirs, dir, i)
+	checkLimits := func(lim Limits) {
+		t.Helper()
+		for i, c := range Needed {
+			dir := g.Dirs[0]
+			if l.Mode == V1 {
+				dir = filepath.Join(l.V1[c], name)
+				if !slices.Contains(g.Dirs, dir) {
+					t.Errorf("Dirs = %v; want %s (%d)", g.Dirs, dir, i)
+				}
 			}
-		}
-		for _, f := range limitFiles(l.Mode, c, lim) {
-			got, err := os.ReadFile(filepath.Join(dir, f.name))
-			if err != nil || strings.TrimSpace(string(got)) != f.value {
-				t.Errorf("%s/%s = %q, %v; want %q", dir, f.name, got, err, f.value)
+			for _, f := range limitFiles(l.Mode, c, lim) {
+				got, err := os.ReadFile(filepath.Join(dir, f.name))
+				if err != nil || strings.TrimSpace(string(got)) != f.value {
+					t.Errorf("%s/%s = %q, %v; want %q", dir, f.name, got, err, f.value)
+				}
 			}
-		}
-		procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(pid)) {
-			t.Errorf("%s/cgroup.procs = %q; want pid %d", dir, procs, pid)
+			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(pid)) {
+				t.Errorf("%s/cgroup.procs = %q; want pid %d", dir, procs, pid)
+			}
 		}
 	}
+	checkLimits(lim)
+	// New limits for the group and its member, in place (a spare VMM's
+	// group, given its sandbox's).
+	lim2 := Limits{MemBytes: 96 << 20, CPUPercent: 150, Pids: 24}
+	if err := g.SetLimits(lim2); err != nil {
+		t.Fatal(err)
+	}
+	checkLimits(lim2)
+	if ex, err := l.Existing(name); err != nil {
+		t.Fatal(err)
+	} else if err := ex.SetLimits(lim); err != nil {
+		t.Fatalf("SetLimits of the group found by name: %v", err)
+	}
+	checkLimits(lim)
 
 	if err := g.Remove(); err == nil || !strings.Contains(err.Error(), "device or resource busy") {
 		t.Errorf("Remove with a live member = %v; want EBUSY", err)

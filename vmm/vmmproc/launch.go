@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"runtime"
 	"sync"
 	"syscall"
@@ -46,7 +47,14 @@ func launch(ctx context.Context, cfg Config, spare *spare) (p *Process, err erro
 	defer sp.close()
 	var tm snapshot.Timing
 	t := snapshot.Now()
-	p, err = prepare(&cfg, bin, sp)
+	// A spare started in a cgroup of its own beside where the sandbox's
+	// would be: that group becomes the sandbox's (Spares).
+	spareGroup := spare != nil && spare.cg != nil && cfg.Jail.Cgroup != "" &&
+		path.Dir(cfg.Jail.Cgroup) == path.Dir(spare.cg.Name)
+	if spareGroup {
+		cfg.Jail.Cgroup = spare.cg.Name
+	}
+	p, err = prepare(&cfg, bin, sp, !spareGroup)
 	if sp.gate != nil {
 		defer sp.gate.Close()
 	}
@@ -63,8 +71,13 @@ func launch(ctx context.Context, cfg Config, spare *spare) (p *Process, err erro
 			return nil, errors.Join(fmt.Errorf("launch: %w", err), p.removeCgroup())
 		}
 		if !handed {
-			spare.end() // dead, or not reading: a new process instead
+			spare.end() // dead, or not reading: a new process instead, in a group of the same name
 			spare = nil
+			if spareGroup {
+				if err := p.joinCgroup(sp); err != nil {
+					return nil, fmt.Errorf("launch: %w", err)
+				}
+			}
 		}
 	}
 	if spare == nil {
@@ -147,8 +160,9 @@ func (s *spawn) close() {
 }
 
 // prepare makes the process's files (control socket, console, config,
-// log) and command, and its cgroup; nothing runs yet.
-func prepare(cfg *Config, bin string, sp *spawn) (*Process, error) {
+// log) and command, and its cgroup unless not withCgroup (a spare's
+// group, which the launch takes over); nothing runs yet.
+func prepare(cfg *Config, bin string, sp *spawn, withCgroup bool) (*Process, error) {
 	ln, err := listenControl(cfg.Socket)
 	if err != nil {
 		return nil, err
@@ -183,7 +197,9 @@ func prepare(cfg *Config, bin string, sp *spawn) (*Process, error) {
 	if err := p.logTo(cfg.LogFile, sp); err != nil {
 		return nil, err
 	}
-	err = p.joinCgroup(sp)
+	if withCgroup {
+		err = p.joinCgroup(sp)
+	}
 	if err == nil && cfg.Detached && sp.gate == nil {
 		err = p.addGate(sp)
 	}

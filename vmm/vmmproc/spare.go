@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sandfs/snapshot"
+	"sandfs/vmm/cgroup"
 )
 
 // Spare VMM processes. Of a restore's launch in the lab, a third to a
@@ -31,9 +32,19 @@ import (
 // -gate) and, as SCM_RIGHTS, the descriptors it would have inherited
 // (control socket, console, tap, start gate) with the numbers each is to
 // have, and its stderr. The spare puts them in place and goes on as
-// that process would have (Main). Launch then moves it into the
-// sandbox's cgroup, records its identity and opens its start gate, so
-// that nothing of the machine is allocated outside its limits.
+// that process would have (Main). Launch then gives it the sandbox's
+// cgroup limits, records its identity and opens its start gate, so that
+// nothing of the machine is allocated outside its limits.
+//
+// Cgroups: with cgroup v2, each spare starts (CLONE_INTO_CGROUP) in a
+// group of its own under the sandboxes' parent, `<parent>/vmm-<random>`,
+// and the sandbox it becomes takes that group over: Launch names it in
+// the sandbox's config (Jail.Cgroup, which adoption and removal read) and
+// writes the sandbox's limits into it. Moving a running process between
+// v2 groups waits for an RCU grace period (8-68 ms of a `new` in the
+// lab), and the memory it charged before would stay with the old group.
+// With v1 (no CLONE_INTO_CGROUP) a spare starts in the launcher's groups
+// and Launch moves it into the sandbox's, whose limits apply from then.
 //
 // Only Detached processes are kept spare (the daemon's sandboxes'): a
 // Detached launch always has a start gate, and its stderr is a named
@@ -46,6 +57,7 @@ type Spares struct {
 	binary     string // as Config.Binary gives it ("": this executable): what a launch must ask for
 	bin        string // the file run
 	namespaces bool
+	cgParent   string // the sandboxes' cgroup parent ("": none): spares start in groups below it (v2)
 	n          int
 
 	mu     sync.Mutex
@@ -57,7 +69,8 @@ type Spares struct {
 // spare is one process waiting for its message on conn.
 type spare struct {
 	cmd  *exec.Cmd
-	conn *os.File // the launcher's end of the pair
+	conn *os.File      // the launcher's end of the pair
+	cg   *cgroup.Group // the v2 group it started in, until a launch takes it over; nil: none
 }
 
 // handoff is the message to a spare: its arguments and, for each
@@ -81,9 +94,12 @@ const maxHandoff = 64 << 10
 
 // NewSpares keeps n processes of binary bin (as Config.Binary; "" this
 // executable) spare for Detached launches, in new namespaces when
-// namespaces is set (as JailConfig.Namespaces). They are started in the
-// background.
-func NewSpares(binary string, namespaces bool, n int) (*Spares, error) {
+// namespaces is set (as JailConfig.Namespaces), each in a cgroup of its
+// own under cgParent where the host has cgroup v2 (cgParent "": none;
+// a launch whose Jail.Cgroup is under another parent moves the spare
+// into its own group instead). They are started in the background; the
+// empty groups spares of an earlier launcher left are removed first.
+func NewSpares(binary string, namespaces bool, cgParent string, n int) (*Spares, error) {
 	bin := binary
 	if bin == "" {
 		var err error
@@ -91,7 +107,10 @@ func NewSpares(binary string, namespaces bool, n int) (*Spares, error) {
 			return nil, err
 		}
 	}
-	s := &Spares{binary: binary, bin: bin, namespaces: namespaces, n: n}
+	s := &Spares{binary: binary, bin: bin, namespaces: namespaces, cgParent: cgParent, n: n}
+	if cgParent != "" {
+		removeStaleSpareGroups(cgParent)
+	}
 	s.refill()
 	return s, nil
 }
@@ -158,15 +177,30 @@ func (s *Spares) start() (*spare, error) {
 	cmd := command(&Config{Detached: true, Jail: JailConfig{Namespaces: s.namespaces}}, s.bin, []string{"vmm", spareArg, titleRoom})
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3
-	if err := startOnSpawner(cmd); err != nil {
+	g, err := newSpareGroup(s.cgParent)
+	if err != nil {
 		ours.Close()
+		return nil, fmt.Errorf("spare vmm: %w", err)
+	}
+	if g != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, g.FD()
+	}
+	err = startOnSpawner(cmd)
+	if g != nil {
+		g.Close() // its fd was for the clone
+	}
+	if err != nil {
+		ours.Close()
+		if g != nil {
+			g.Remove()
+		}
 		return nil, fmt.Errorf("spare vmm: %w", err)
 	}
 	// Its start (exec, the Go runtime's) waits for idle CPU: it is
 	// made as a sandbox was just launched, whose guest is starting. The
 	// threads it makes inherit the nice; take gives them the daemon's.
 	unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, spareNice)
-	return &spare{cmd: cmd, conn: ours}, nil
+	return &spare{cmd: cmd, conn: ours, cg: g}, nil
 }
 
 // spareNice is a waiting spare's nice value.
@@ -198,11 +232,15 @@ func (sp *spare) unnice() error {
 }
 
 // end ends a spare that will not be used: closing its socket ends it;
-// the kill is for one that is not reading it.
+// the kill is for one that is not reading it. Its group goes with it.
 func (sp *spare) end() {
 	sp.conn.Close()
 	syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL)
 	sp.cmd.Wait()
+	if sp.cg != nil {
+		sp.cg.Remove()
+		sp.cg = nil
+	}
 }
 
 // Close ends the spares and makes no more.
@@ -267,9 +305,21 @@ func (p *Process) startSpare(sp *spawn, s *spare, tm *snapshot.Timing, t *snapsh
 		p.reap()
 		return true, err
 	}
-	if p.cg != nil {
+	switch {
+	case s.cg != nil && p.cg == nil && p.cfg.Jail.Cgroup == s.cg.Name:
+		// Its own group becomes the sandbox's (launch named it so).
+		p.cg, s.cg = s.cg, nil
+		if err := p.cg.SetLimits(cgroupLimits(&p.cfg)); err != nil {
+			return fail(fmt.Errorf("spare vmm: %w", err))
+		}
+		tm.Mark("limits", t)
+	case p.cg != nil:
 		if err := p.cg.Add(p.pid); err != nil {
 			return fail(fmt.Errorf("spare vmm: %w", err))
+		}
+		if s.cg != nil { // left empty
+			s.cg.Remove()
+			s.cg = nil
 		}
 		tm.Mark("cgroup", t)
 	}

@@ -2,13 +2,20 @@ package vmmproc
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"sandfs/test/testenv"
 	"sandfs/vmm"
+	"sandfs/vmm/cgroup"
 )
 
 // TestLaunchFromSpare: a Detached launch through Spares runs its machine
@@ -19,7 +26,7 @@ func TestLaunchFromSpare(t *testing.T) {
 	dir := t.TempDir()
 	cfg := launchConfig(t, dir, "ticks")
 	cfg.Detached = true
-	s, err := NewSpares("", false, 1)
+	s, err := NewSpares("", false, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,4 +60,112 @@ func TestLaunchFromSpare(t *testing.T) {
 		t.Errorf("vmm.log has no start line from the spare:\n%s", l)
 	}
 	readySpare(t, s) // replaced
+}
+
+// TestSpareCgroup: with cgroup v2 (the lab's), a spare starts in a group
+// of its own under the sandboxes' parent, and the sandbox it becomes
+// takes that group over, no migration: its config names the group
+// (adoption and removal read it), the process is in it with the
+// sandbox's limits, its launch phases say `limits=` (not `cgroup=`),
+// and the group goes when the process ends. A stale empty spare group
+// of an earlier launcher is removed, a busy one is not.
+func TestSpareCgroup(t *testing.T) {
+	testenv.NeedRoot(t)
+	dir := t.TempDir()
+	cfg := launchConfig(t, dir, "ticks")
+	cfg.Detached = true
+	l, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.HandOff(t, l.Mode == cgroup.V2, "cgroup v2 ("+l.String()+")")
+	parent := "sandfs-test/s" + strconv.Itoa(os.Getpid())
+	cfg.Jail.Cgroup = parent + "/t"
+	t.Cleanup(func() { os.Remove(filepath.Join(l.V2, parent)) })
+
+	// Leftovers: an empty spare group made long ago, and one with a
+	// process in it.
+	stale, err := l.Create(parent+"/"+spareGroupPrefix+"stale", spareLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.Close()
+	old := time.Now().Add(-2 * staleAfter)
+	if err := os.Chtimes(stale.Dirs[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := l.Create(parent+"/"+spareGroupPrefix+"busy", spareLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", "600")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: busy.FD()}
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	busy.Close()
+	t.Cleanup(func() {
+		sleeper.Process.Kill()
+		sleeper.Wait()
+		busy.Remove()
+	})
+	if err := os.Chtimes(busy.Dirs[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := NewSpares("", false, parent, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(stale.Dirs[0]); !os.IsNotExist(err) {
+		t.Errorf("stale empty spare group %s still there (%v)", stale.Dirs[0], err)
+	}
+	if _, err := os.Stat(busy.Dirs[0]); err != nil {
+		t.Errorf("spare group with a process removed: %v", err)
+	}
+
+	sp := readySpare(t, s)
+	if sp.cg == nil || path.Dir(sp.cg.Name) != parent {
+		t.Fatalf("spare's group %+v; want one under %s", sp.cg, parent)
+	}
+	group := sp.cg.Name
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := s.Launch(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Launch: %v (log: %s)", err, readTail(cfg.LogFile))
+	}
+	defer p.Kill()
+	if ph := p.LaunchPhases(); p.Pid() != sp.cmd.Process.Pid || !strings.Contains(ph, "limits=") || strings.Contains(ph, "cgroup=") {
+		t.Errorf("launched pid %d, phases %q; want the spare's (%d), its limits written, no move", p.Pid(), ph, sp.cmd.Process.Pid)
+	}
+	b, err := os.ReadFile(cfg.Socket + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved Config
+	if err := json.Unmarshal(b, &saved); err != nil || saved.Jail.Cgroup != group {
+		t.Errorf("config's cgroup %q (%v); want the spare's %q", saved.Jail.Cgroup, err, group)
+	}
+	if cg, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/cgroup"); !strings.HasSuffix(strings.TrimSpace(string(cg)), "/"+group) {
+		t.Errorf("/proc/<vmm>/cgroup = %q; want %s", cg, group)
+	}
+	gdir := filepath.Join(l.V2, group)
+	for file, v := range map[string]string{"memory.max": "268435456", "cpu.max": "100000 100000", "pids.max": "64"} {
+		if got, err := os.ReadFile(filepath.Join(gdir, file)); err != nil || strings.TrimSpace(string(got)) != v {
+			t.Errorf("%s = %q, %v; want %s (the sandbox's)", file, got, err, v)
+		}
+	}
+	waitConsole(t, p, cfg, "tick 3\r\n", bootTimeout)
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	if _, err := os.Stat(gdir); !os.IsNotExist(err) {
+		t.Errorf("the sandbox's group %s outlived its process (%v)", gdir, err)
+	}
+	if next := readySpare(t, s); next.cg == nil || next.cg.Name == group {
+		t.Errorf("the next spare's group %+v; want a new one", next.cg)
+	}
 }

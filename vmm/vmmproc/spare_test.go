@@ -37,7 +37,7 @@ func readySpare(t *testing.T, s *Spares) *spare {
 // exist: usage error). Another, whose socket closes unsent, ends; Close
 // ends the ready ones and makes no more.
 func TestSpareHandoff(t *testing.T) {
-	s, err := NewSpares("", false, 1)
+	s, err := NewSpares("", false, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestSpareHandoff(t *testing.T) {
 // the handoff (a config Launch refuses) ends the spare it took instead
 // of leaving it waiting.
 func TestSpareEndedOnFailedLaunch(t *testing.T) {
-	s, err := NewSpares("", false, 1)
+	s, err := NewSpares("", false, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
