@@ -108,16 +108,19 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	// cfg is s's, and the run directory is laid out: launch, not
 	// startFrom (which would stat the template and kernel and lay out
 	// the directory again).
+	laid := time.Now()
 	vm, err := r.launch(ctx, s.ID, s.Config, cfg, filepath.Join(work, workSnaps, id))
 	if err != nil {
 		return nil, err
 	}
+	launched := time.Now()
 	vm.last, vm.base = id, filepath.Join(entry, id)
 	if err := vm.refresh(ctx, s.ID); err != nil {
 		vm.giveUp(r.Log, "new", s.ID, err)
 		return nil, Errorf(Errno(err), "new: after restore: %s", errText(err))
 	}
-	r.Log.Info("restored: agent serving", "id", s.ID, "after", time.Since(start).Round(time.Millisecond))
+	r.Log.Info("restored: agent serving", "id", s.ID, "after", time.Since(start).Round(time.Millisecond),
+		"layout", laid.Sub(start).Round(time.Millisecond), "launch", launched.Sub(laid).Round(time.Millisecond), "refresh", time.Since(launched).Round(time.Millisecond))
 	return vm, nil
 }
 
