@@ -7,6 +7,7 @@ package ctl
 // is reported running.
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -120,7 +121,8 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 		return nil, Errorf(Errno(err), "new: after restore: %s", errText(err))
 	}
 	r.Log.Info("restored: agent serving", "id", s.ID, "after", time.Since(start).Round(time.Millisecond),
-		"layout", laid.Sub(start).Round(time.Millisecond), "launch", launched.Sub(laid).Round(time.Millisecond), "refresh", time.Since(launched).Round(time.Millisecond))
+		"layout", laid.Sub(start).Round(time.Millisecond), "launch", launched.Sub(laid).Round(time.Millisecond), "refresh", time.Since(launched).Round(time.Millisecond),
+		"via", vm.refreshedVia)
 	return vm, nil
 }
 
@@ -365,7 +367,9 @@ func (m *vmmMachine) giveUp(log *slog.Logger, verb, id string, err error) {
 func (m *vmmMachine) refresh(ctx context.Context, hostname string) error {
 	rctx, cancel := m.untilEnd(ctx)
 	defer cancel()
-	if err := refreshGuest(rctx, m.uds, hostname, time.Now); err != nil {
+	via, err := refreshGuest(rctx, m.uds, hostname, time.Now)
+	m.refreshedVia = via
+	if err != nil {
 		// The machine is given up next: its VMM's state dump, if it
 		// makes one, is the only record of where the guest stopped.
 		m.p.AskDump()
@@ -376,29 +380,93 @@ func (m *vmmMachine) refresh(ctx context.Context, hostname string) error {
 
 // refreshGuest gives a restored guest what its snapshot froze: the wall
 // clock (agent verb time), its own hostname, and 64 bytes of fresh host
-// entropy, through the agent's /ctl.
-func refreshGuest(ctx context.Context, uds, hostname string, now func() time.Time) error {
+// entropy, as agent /ctl messages: in one exchange on the agent's
+// hybrid.CtlPort, or, where the agent has no such port (a guest restored
+// from a snapshot its older agent was running in), through 9P.
+//
+// via says which way it went: refreshLines or refresh9P.
+func refreshGuest(ctx context.Context, uds, hostname string, now func() time.Time) (via string, err error) {
+	seed := make([]byte, 64)
+	if _, err := rand.Read(seed); err != nil {
+		return "", err
+	}
+	msgs := func() []string {
+		return []string{
+			"entropy " + hex.EncodeToString(seed),
+			"hostname " + hostname,
+			"time " + strconv.FormatInt(now().UnixNano(), 10), // last: the closest to running
+		}
+	}
+	err = agentCtlLines(ctx, uds, msgs)
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return refreshLines, err
+	}
 	cl, ctl, err := dialAgentWait(ctx, uds, 20*time.Millisecond)
 	if err != nil {
-		return Errorf(syscall.ETIMEDOUT, "agent not serving: %v", err)
+		return refresh9P, Errorf(syscall.ETIMEDOUT, "agent not serving: %v", err)
 	}
 	defer cl.Close()
 	if _, _, err := ctl.Open(p9.WriteOnly); err != nil {
-		return err
+		return refresh9P, err
 	}
-	seed := make([]byte, 64)
-	if _, err := rand.Read(seed); err != nil {
-		return err
-	}
-	for _, m := range []string{
-		"entropy " + hex.EncodeToString(seed),
-		"hostname " + hostname,
-		"time " + strconv.FormatInt(now().UnixNano(), 10), // last: the closest to running
-	} {
+	for _, m := range msgs() {
 		if _, err := ctl.WriteAt([]byte(m), 0); err != nil {
 			verb, _, _ := strings.Cut(m, " ")
-			return Errorf(Errno(err), "agent %s: %v", verb, err)
+			return refresh9P, Errorf(Errno(err), "agent %s: %v", verb, err)
 		}
 	}
-	return nil
+	return refresh9P, nil
+}
+
+// The ways refreshGuest reaches the agent, as the restore's log line
+// names them (via=).
+const (
+	refreshLines = "ctl-lines"
+	refresh9P    = "9p"
+)
+
+// agentCtlLines sends the messages msgs makes (called once connected) to
+// the agent's hybrid.CtlPort and reads its answer (package guest,
+// ctllines.go). ECONNREFUSED: the agent has no such port. ctx bounds it.
+func agentCtlLines(ctx context.Context, uds string, msgs func() []string) error {
+	c, err := hybrid.Dial(ctx, uds, hybrid.CtlPort)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	var b strings.Builder
+	for _, m := range msgs() {
+		b.WriteString(m + "\n")
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		return Errorf(syscall.EIO, "agent ctl: %v", err)
+	}
+	reply, err := bufio.NewReaderSize(io.LimitReader(c, 4096), 4096).ReadString('\n')
+	if err != nil {
+		return Errorf(syscall.EIO, "agent ctl: no answer: %v", err)
+	}
+	reply = strings.TrimSuffix(reply, "\n")
+	if reply == "ok" {
+		return nil
+	}
+	var errno int
+	var text string
+	if f := strings.SplitN(reply, " ", 3); len(f) == 3 && f[0] == "error" {
+		if n, err := strconv.Atoi(f[1]); err == nil && n > 0 && n < 4096 {
+			errno, text = n, f[2]
+		}
+	}
+	if errno == 0 {
+		return Errorf(syscall.EIO, "agent ctl: bad answer %s", msg.Cite(reply))
+	}
+	if syscall.Errno(errno) == syscall.ECONNREFUSED {
+		errno = int(syscall.EIO) // not "no such port"
+	}
+	return Errorf(syscall.Errno(errno), "agent: %s", text)
 }

@@ -146,7 +146,7 @@ func (r *VMMRuntime) ResumeFromDisk(ctx context.Context, s Spec, img string) (Ma
 		vm.p.Kill()
 		return nil, Errorf(Errno(err), "after resume from disk: %s", errText(err))
 	}
-	r.Log.Info("resumed from disk: agent serving", "id", s.ID, "image", id, "after", time.Since(start).Round(time.Millisecond))
+	r.Log.Info("resumed from disk: agent serving", "id", s.ID, "image", id, "after", time.Since(start).Round(time.Millisecond), "via", vm.refreshedVia)
 	return vm, nil
 }
 

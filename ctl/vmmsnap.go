@@ -301,7 +301,7 @@ func (r *VMMRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Mac
 		return nil, Errorf(Errno(err), "after restore: %s", errText(err))
 	}
 	r.Log.Info("restored from snapshot: agent serving", "id", s.ID, "snapshot", from.ID, "after", time.Since(start).Round(time.Millisecond),
-		"layout", laid.Sub(start).Round(time.Millisecond), "launch", launched.Sub(laid).Round(time.Millisecond), "refresh", time.Since(launched).Round(time.Millisecond))
+		"layout", laid.Sub(start).Round(time.Millisecond), "launch", launched.Sub(laid).Round(time.Millisecond), "refresh", time.Since(launched).Round(time.Millisecond), "via", vm.refreshedVia)
 	return vm, nil
 }
 

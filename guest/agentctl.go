@@ -118,13 +118,20 @@ func (s *Server) agentCtl(m []byte) error {
 	if err == nil {
 		err = msg.Prefix(c.Verb.Name, c.Verb.Run(s, c.Args))
 	}
-	s.mu.Lock()
-	if err != nil {
-		s.errText = err.Error()
-		s.opt.Logf("%v", err)
-	}
-	s.mu.Unlock()
+	s.noteCtlErr(err)
 	return err
+}
+
+// noteCtlErr makes a failed /ctl message's error what /err serves, and
+// logs it.
+func (s *Server) noteCtlErr(err error) {
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	s.errText = err.Error()
+	s.opt.Logf("%v", err)
+	s.mu.Unlock()
 }
 
 // agentCtlFile serves /ctl: write one agentVerbs message; read, e.g.

@@ -61,6 +61,12 @@ func main() {
 	}
 	opt := guest.Options{Debug: cfg.Debug}
 	srv := guest.NewServer(*root, opt)
+	if *listen == "vsock" {
+		// Listening before the 9P port is: a template's snapshot, taken
+		// once the host reaches the agent on 9P, has both.
+		l, err := vsock.Listen(hybrid.CtlPort, nil)
+		go serveCtlLines(srv, l, err)
+	}
 	for fails := 0; ; {
 		l, err := listener(*listen, cfg.Port)
 		if err != nil {
@@ -83,6 +89,22 @@ func main() {
 			os.Exit(1)
 		}
 		time.Sleep(time.Second) // PID 1 must never exit
+	}
+}
+
+// serveCtlLines serves /ctl's messages as lines on hybrid.CtlPort
+// (guest.Server.ServeCtlLines) on l (or, after err, a listener of its
+// own), from the host only. Without it the host writes them through 9P,
+// as to an agent that predates the port.
+func serveCtlLines(srv *guest.Server, l *vsock.Listener, err error) {
+	for {
+		if err == nil {
+			err = srv.ServeCtlLines(hostOnly{l})
+			l.Close()
+		}
+		log.Printf("ctl lines on vsock port %d: %v (again in a second)", hybrid.CtlPort, err)
+		time.Sleep(time.Second)
+		l, err = vsock.Listen(hybrid.CtlPort, nil)
 	}
 }
 

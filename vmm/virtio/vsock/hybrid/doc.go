@@ -18,3 +18,8 @@ package hybrid
 // serves its 9P2000.L tree (procs/, fs/; see package guest): 9P's IANA
 // port, 564.
 const AgentPort = 564
+
+// CtlPort is the vsock port on which the guest agent takes its /ctl
+// messages as lines, without 9P (package guest, ServeCtlLines): the
+// host's refresh of a restored guest in one exchange.
+const CtlPort = 565
