@@ -16,7 +16,9 @@
 // eth0 (rtnetlink), makes sure root (0) and user (1000, /home/user)
 // exist, then serves 9P on vsock port 564, accepting connections from the
 // host (CID 2) only, so guest processes cannot reach it over vsock
-// loopback.
+// loopback. Port 565 (hybrid.CtlPort, host only too) takes ctl's
+// messages as lines without 9P (ctllines.go): the host's refresh of a
+// restored guest in one exchange.
 // Failures are logged to the console and skipped; PID 1 never exits.
 //
 // # Tree
