@@ -38,20 +38,7 @@ const (
 
 // ServeCtlLines accepts connections on l and answers each in its own
 // goroutine.
-func (s *Server) ServeCtlLines(l net.Listener) error {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
-		go s.ctlLines(c)
-	}
-}
+func (s *Server) ServeCtlLines(l net.Listener) error { return acceptEach(l, s.ctlLines) }
 
 // ctlLines runs one exchange on c and closes it.
 func (s *Server) ctlLines(c net.Conn) {

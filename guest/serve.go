@@ -77,7 +77,11 @@ func (w logfWriter) Write(p []byte) (int, error) {
 }
 
 // Serve accepts connections on l and serves each in its own goroutine.
-func (s *Server) Serve(l net.Listener) error {
+func (s *Server) Serve(l net.Listener) error { return acceptEach(l, s.ServeConn) }
+
+// acceptEach accepts connections on l and hands each to serve in a
+// goroutine of its own, until l fails (a timeout is waited out).
+func acceptEach(l net.Listener, serve func(net.Conn)) error {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -88,7 +92,7 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			return err
 		}
-		go s.ServeConn(c)
+		go serve(c)
 	}
 }
 
