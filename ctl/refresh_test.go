@@ -60,6 +60,9 @@ func (a *fakeAgent) serve(t *testing.T, reply string) string {
 					a.lines = append(a.lines, strings.TrimSuffix(line, "\n"))
 					a.mu.Unlock()
 				}
+				if reply == "hang" {
+					time.Sleep(5 * time.Second)
+				}
 				fmt.Fprint(c, reply)
 			}()
 		}
@@ -99,6 +102,14 @@ func TestRefreshGuestLines(t *testing.T) {
 		if Errno(err) != tc.errno || err == nil || !strings.Contains(err.Error(), tc.text) {
 			t.Errorf("answer %q: refreshGuest = %v (%v); want %v, %q", tc.reply, err, Errno(err), tc.errno, tc.text)
 		}
+	}
+	// A guest that takes the messages and never answers holds the
+	// refresh only until its context ends.
+	hctx, hcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer hcancel()
+	t0 := time.Now()
+	if _, err := refreshGuest(hctx, (&fakeAgent{}).serve(t, "hang"), "box1", now); err == nil || time.Since(t0) > 2*time.Second {
+		t.Errorf("a guest that never answers: refreshGuest = %v after %v; want an error at the deadline", err, time.Since(t0))
 	}
 	// No ctl-lines port: the agent's 9P port is asked next (refused here
 	// too, until the deadline).

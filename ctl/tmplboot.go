@@ -427,8 +427,12 @@ const (
 
 // agentCtlLines sends the messages msgs makes (called once connected) to
 // the agent's hybrid.CtlPort and reads its answer (package guest,
-// ctllines.go). ECONNREFUSED: the agent has no such port. ctx bounds it.
+// ctllines.go). ECONNREFUSED: the agent has no such port. ctx bounds it,
+// and agentWait at most: a guest that never answers cannot hold the
+// caller.
 func agentCtlLines(ctx context.Context, uds string, msgs func() []string) error {
+	ctx, cancel := context.WithTimeout(ctx, agentWait)
+	defer cancel()
 	c, err := hybrid.Dial(ctx, uds, hybrid.CtlPort)
 	if err != nil {
 		return err
