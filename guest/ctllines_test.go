@@ -4,33 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// unixPair is a connected pair of unix stream sockets.
-func unixPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cs [2]*net.UnixConn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "sock")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs[i] = c.(*net.UnixConn)
-	}
-	return cs[0], cs[1]
-}
 
 // TestCtlLines: the agent's /ctl messages as lines (hybrid.CtlPort) are
 // applied in order and answered once, "ok"; the first that fails stops

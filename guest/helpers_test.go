@@ -42,20 +42,7 @@ func newTestServer(t *testing.T, opt Options) *testServer {
 // cleanup.
 func (ts *testServer) conn() net.Conn {
 	ts.t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	mk := func(fd int) net.Conn {
-		f := os.NewFile(uintptr(fd), "sock")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			ts.t.Fatal(err)
-		}
-		return c
-	}
-	sc, cc := mk(fds[0]), mk(fds[1])
+	sc, cc := unixPair(ts.t)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -191,4 +178,24 @@ func fields(line string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// unixPair is a connected pair of unix stream sockets.
+func unixPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "sock")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c.(*net.UnixConn)
+	}
+	return cs[0], cs[1]
 }

@@ -49,10 +49,15 @@ func launch(ctx context.Context, cfg Config, spare *spare) (p *Process, err erro
 	t := snapshot.Now()
 	// A spare started in a cgroup of its own beside where the sandbox's
 	// would be: that group becomes the sandbox's (Spares).
+	// One in a group elsewhere (or a launch with none) would keep a
+	// spare's limits: a new process instead.
 	spareGroup := spare != nil && spare.cg != nil && cfg.Jail.Cgroup != "" &&
 		path.Dir(cfg.Jail.Cgroup) == path.Dir(spare.cg.Name)
 	if spareGroup {
 		cfg.Jail.Cgroup = spare.cg.Name
+	} else if spare != nil && spare.cg != nil {
+		spare.end()
+		spare = nil
 	}
 	p, err = prepare(&cfg, bin, sp, !spareGroup)
 	if sp.gate != nil {

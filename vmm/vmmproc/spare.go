@@ -96,8 +96,8 @@ const maxHandoff = 64 << 10
 // executable) spare for Detached launches, in new namespaces when
 // namespaces is set (as JailConfig.Namespaces), each in a cgroup of its
 // own under cgParent where the host has cgroup v2 (cgParent "": none;
-// a launch whose Jail.Cgroup is under another parent moves the spare
-// into its own group instead). They are started in the background; the
+// a launch whose Jail.Cgroup is not under cgParent gets a new process,
+// not a spare with a spare's limits). They are started in the background; the
 // empty groups spares of an earlier launcher left are removed first.
 func NewSpares(binary string, namespaces bool, cgParent string, n int) (*Spares, error) {
 	bin := binary
@@ -316,10 +316,6 @@ func (p *Process) startSpare(sp *spawn, s *spare, tm *snapshot.Timing, t *snapsh
 	case p.cg != nil:
 		if err := p.cg.Add(p.pid); err != nil {
 			return fail(fmt.Errorf("spare vmm: %w", err))
-		}
-		if s.cg != nil { // left empty
-			s.cg.Remove()
-			s.cg = nil
 		}
 		tm.Mark("cgroup", t)
 	}

@@ -165,7 +165,34 @@ func TestSpareCgroup(t *testing.T) {
 	if _, err := os.Stat(gdir); !os.IsNotExist(err) {
 		t.Errorf("the sandbox's group %s outlived its process (%v)", gdir, err)
 	}
-	if next := readySpare(t, s); next.cg == nil || next.cg.Name == group {
-		t.Errorf("the next spare's group %+v; want a new one", next.cg)
+	next := readySpare(t, s)
+	if next.cg == nil || next.cg.Name == group {
+		t.Fatalf("the next spare's group %+v; want a new one", next.cg)
 	}
+	nextPid, nextDir := next.cmd.Process.Pid, next.cg.Dirs[0]
+
+	// A launch whose group is elsewhere gets a new process (the spare,
+	// with a spare's limits, is ended), in that group.
+	dir2 := t.TempDir()
+	cfg2 := launchConfig(t, dir2, "ticks")
+	cfg2.Detached = true
+	other := "sandfs-test/o" + strconv.Itoa(os.Getpid())
+	cfg2.Jail.Cgroup = other + "/t"
+	t.Cleanup(func() { os.Remove(filepath.Join(l.V2, other)) })
+	p2, err := s.Launch(ctx, cfg2)
+	if err != nil {
+		t.Fatalf("Launch elsewhere: %v (log: %s)", err, readTail(cfg2.LogFile))
+	}
+	defer p2.Kill()
+	if ph := p2.LaunchPhases(); p2.Pid() == nextPid || strings.Contains(ph, "handoff=") || !strings.Contains(ph, "spawn=") {
+		t.Errorf("launch under another parent: pid %d (the spare was %d), phases %q; want a new process", p2.Pid(), nextPid, ph)
+	}
+	if cg, _ := os.ReadFile("/proc/" + strconv.Itoa(p2.Pid()) + "/cgroup"); !strings.HasSuffix(strings.TrimSpace(string(cg)), "/"+cfg2.Jail.Cgroup) {
+		t.Errorf("/proc/<vmm>/cgroup = %q; want %s", cg, cfg2.Jail.Cgroup)
+	}
+	if _, err := os.Stat(nextDir); !os.IsNotExist(err) {
+		t.Errorf("the ended spare's group %s is still there (%v)", nextDir, err)
+	}
+	p2.Kill()
+	p2.Wait()
 }
