@@ -109,21 +109,35 @@ func (r *VMMRuntime) startFromTemplate(ctx context.Context, s Spec) (Machine, er
 	// cfg is s's, and the run directory is laid out: launch, not
 	// startFrom (which would stat the template and kernel and lay out
 	// the directory again).
-	laid := time.Now()
+	ph := restorePhases{start: start, laid: time.Now()}
 	vm, err := r.launch(ctx, s.ID, s.Config, cfg, filepath.Join(work, workSnaps, id))
 	if err != nil {
 		return nil, err
 	}
-	launched := time.Now()
+	ph.launched = time.Now()
 	vm.last, vm.base = id, filepath.Join(entry, id)
-	if err := vm.refresh(ctx, s.ID); err != nil {
+	if ph.via, err = vm.refresh(ctx, s.ID); err != nil {
 		vm.giveUp(r.Log, "new", s.ID, err)
 		return nil, Errorf(Errno(err), "new: after restore: %s", errText(err))
 	}
-	r.Log.Info("restored: agent serving", "id", s.ID, "after", time.Since(start).Round(time.Millisecond),
-		"layout", laid.Sub(start).Round(time.Millisecond), "launch", launched.Sub(laid).Round(time.Millisecond), "refresh", time.Since(launched).Round(time.Millisecond),
-		"via", vm.refreshedVia)
+	r.Log.Info("restored: agent serving", append([]any{"id", s.ID}, ph.attrs()...)...)
 	return vm, nil
+}
+
+// restorePhases times a restore to its agent serving, for its log line:
+// from start, the run directory laid out, the VMM launched, then the
+// guest refreshed (refreshGuest, via which way).
+type restorePhases struct {
+	start, laid, launched time.Time
+	via                   string
+}
+
+// attrs are the log attributes: after (the whole), layout, launch,
+// refresh, via.
+func (ph restorePhases) attrs() []any {
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return []any{"after", ms(time.Since(ph.start)), "layout", ms(ph.laid.Sub(ph.start)),
+		"launch", ms(ph.launched.Sub(ph.laid)), "refresh", ms(time.Since(ph.launched)), "via", ph.via}
 }
 
 // buildTemplate boots the template cold for s's shape (as s's uid, in
@@ -363,19 +377,17 @@ func (m *vmmMachine) giveUp(log *slog.Logger, verb, id string, err error) {
 }
 
 // refresh is refreshGuest for m's guest, ending as soon as m does (and
-// then saying why).
-func (m *vmmMachine) refresh(ctx context.Context, hostname string) error {
+// then saying why); via is refreshGuest's.
+func (m *vmmMachine) refresh(ctx context.Context, hostname string) (via string, err error) {
 	rctx, cancel := m.untilEnd(ctx)
 	defer cancel()
-	via, err := refreshGuest(rctx, m.uds, hostname, time.Now)
-	m.refreshedVia = via
-	if err != nil {
+	if via, err = refreshGuest(rctx, m.uds, hostname, time.Now); err != nil {
 		// The machine is given up next: its VMM's state dump, if it
 		// makes one, is the only record of where the guest stopped.
 		m.p.AskDump()
-		return m.whyEnded(err)
+		return via, m.whyEnded(err)
 	}
-	return nil
+	return via, nil
 }
 
 // refreshGuest gives a restored guest what its snapshot froze: the wall
@@ -438,9 +450,8 @@ func agentCtlLines(ctx context.Context, uds string, msgs func() []string) error 
 		return err
 	}
 	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
+	dl, _ := ctx.Deadline() // agentWait's at the latest
+	c.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	var b strings.Builder
@@ -472,5 +483,5 @@ func agentCtlLines(ctx context.Context, uds string, msgs func() []string) error 
 	if syscall.Errno(errno) == syscall.ECONNREFUSED {
 		errno = int(syscall.EIO) // not "no such port"
 	}
-	return Errorf(syscall.Errno(errno), "agent: %s", text)
+	return GuestError(syscall.Errno(errno), "agent", text)
 }

@@ -341,14 +341,11 @@ func prepareRunDir(dir string, uid int) error {
 
 // vmmMachine is a Machine backed by a VMM process.
 type vmmMachine struct {
-	p   *vmmproc.Process
-	uds string // hybrid vsock socket (DialGuest, vmm_guest.go)
-	// refreshedVia is how its last refresh reached the agent
-	// (refreshGuest's via), for the restore's log line.
-	refreshedVia string
-	console      string // serial log (ConsolePath)
-	limits       string // Limits
-	boot         string // Boot: cold or restore
+	p       *vmmproc.Process
+	uds     string // hybrid vsock socket (DialGuest, vmm_guest.go)
+	console string // serial log (ConsolePath)
+	limits  string // Limits
+	boot    string // Boot: cold or restore
 	// For snapshots (vmmsnap.go): its work directory, the uid it runs
 	// as (0: not jailed), the host name its kernel command line gives,
 	// the snapshot it last took or was restored from (its sandbox's op

@@ -142,11 +142,12 @@ func (r *VMMRuntime) ResumeFromDisk(ctx context.Context, s Spec, img string) (Ma
 		vm.root = root
 		r.adoptBase(vm, root)
 	}
-	if err := vm.refresh(ctx, s.ID); err != nil {
+	via, err := vm.refresh(ctx, s.ID)
+	if err != nil {
 		vm.p.Kill()
 		return nil, Errorf(Errno(err), "after resume from disk: %s", errText(err))
 	}
-	r.Log.Info("resumed from disk: agent serving", "id", s.ID, "image", id, "after", time.Since(start).Round(time.Millisecond), "via", vm.refreshedVia)
+	r.Log.Info("resumed from disk: agent serving", "id", s.ID, "image", id, "after", time.Since(start).Round(time.Millisecond), "via", via)
 	return vm, nil
 }
 

@@ -289,19 +289,18 @@ func (r *VMMRuntime) Restore(ctx context.Context, s Spec, from SnapshotRef) (Mac
 	if err := linkChain(filepath.Join(work, workSnaps), from.Dir, cfg.Jail.UID); err != nil {
 		return nil, Errorf(Errno(err), "restore: %s", errText(err))
 	}
-	laid := time.Now()
+	ph := restorePhases{start: start, laid: time.Now()}
 	vm, err := r.launch(ctx, s.ID, s.Config, cfg, filepath.Join(work, workSnaps, from.ID))
 	if err != nil {
 		return nil, err
 	}
-	launched := time.Now()
+	ph.launched = time.Now()
 	vm.last = from.ID
-	if err := vm.refresh(ctx, s.ID); err != nil {
+	if ph.via, err = vm.refresh(ctx, s.ID); err != nil {
 		vm.giveUp(r.Log, "restore", s.ID, err)
 		return nil, Errorf(Errno(err), "after restore: %s", errText(err))
 	}
-	r.Log.Info("restored from snapshot: agent serving", "id", s.ID, "snapshot", from.ID, "after", time.Since(start).Round(time.Millisecond),
-		"layout", laid.Sub(start).Round(time.Millisecond), "launch", launched.Sub(laid).Round(time.Millisecond), "refresh", time.Since(launched).Round(time.Millisecond), "via", vm.refreshedVia)
+	r.Log.Info("restored from snapshot: agent serving", append([]any{"id", s.ID, "snapshot", from.ID}, ph.attrs()...)...)
 	return vm, nil
 }
 

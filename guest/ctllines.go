@@ -47,10 +47,9 @@ func (s *Server) ctlLines(c net.Conn) {
 	msgs, err := readCtlLines(bufio.NewReaderSize(c, maxCtlLine))
 	s.noteCtlErr(err)
 	for _, m := range msgs {
-		if err != nil {
+		if err = s.agentCtl(m); err != nil {
 			break
 		}
-		err = s.agentCtl(m)
 	}
 	reply := "ok\n"
 	if err != nil {

@@ -57,7 +57,7 @@ type Spares struct {
 	binary     string // as Config.Binary gives it ("": this executable): what a launch must ask for
 	bin        string // the file run
 	namespaces bool
-	cgParent   string // the sandboxes' cgroup parent ("": none): spares start in groups below it (v2)
+	groups     spareGroups // each spare's cgroup (v2, under the sandboxes' parent)
 	n          int
 
 	mu     sync.Mutex
@@ -107,10 +107,8 @@ func NewSpares(binary string, namespaces bool, cgParent string, n int) (*Spares,
 			return nil, err
 		}
 	}
-	s := &Spares{binary: binary, bin: bin, namespaces: namespaces, cgParent: cgParent, n: n}
-	if cgParent != "" {
-		removeStaleSpareGroups(cgParent)
-	}
+	s := &Spares{binary: binary, bin: bin, namespaces: namespaces, groups: newSpareGroups(cgParent), n: n}
+	s.groups.removeStale()
 	s.refill()
 	return s, nil
 }
@@ -177,7 +175,7 @@ func (s *Spares) start() (*spare, error) {
 	cmd := command(&Config{Detached: true, Jail: JailConfig{Namespaces: s.namespaces}}, s.bin, []string{"vmm", spareArg, titleRoom})
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3
-	g, err := newSpareGroup(s.cgParent)
+	g, err := s.groups.make()
 	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("spare vmm: %w", err)
