@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // DebugEnv names the environment variable that, when set (to anything
@@ -27,6 +28,24 @@ const DebugEnv = "SANDFS_VIRTIO_DEBUG"
 // SIGUSR1 dump.
 type DebugStater interface {
 	DebugState() string
+}
+
+// dumpLockWait is how long a dump waits for a device's lock.
+const dumpLockWait = 100 * time.Millisecond
+
+// LockForDump takes mu for a DebugState, waiting up to dumpLockWait: a
+// device busy for a moment (a connection's work under way) is still
+// dumped, one stuck holding its lock is not waited on (false: not
+// taken). A bare TryLock lost a busy device's state to the moment.
+func LockForDump(mu *sync.Mutex) bool {
+	deadline := time.Now().Add(dumpLockWait)
+	for !mu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 var debugReg struct {

@@ -2,7 +2,9 @@ package virtio
 
 import (
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 type quietDev struct{}
@@ -30,5 +32,24 @@ func TestDebugDumpSkipsClosed(t *testing.T) {
 	tr.Close()
 	if d := DebugDump(); strings.Contains(d, "virtio id=99 ") {
 		t.Errorf("dump after Close still reads the transport:\n%s", d)
+	}
+}
+
+// TestLockForDump: a dump takes a lock its holder releases within a
+// moment, and gives up on one held for good after dumpLockWait.
+func TestLockForDump(t *testing.T) {
+	var mu sync.Mutex
+	mu.Lock()
+	time.AfterFunc(20*time.Millisecond, mu.Unlock)
+	if !LockForDump(&mu) {
+		t.Fatal("a lock released after 20 ms was not taken")
+	}
+	// Held now, for good.
+	t0 := time.Now()
+	if LockForDump(&mu) {
+		t.Fatal("a lock held for good was taken")
+	}
+	if d := time.Since(t0); d < dumpLockWait || d > 10*dumpLockWait {
+		t.Errorf("gave up after %v; want about %v", d, dumpLockWait)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"sandfs/vmm/virtio"
 )
 
 // stats splits a request's time inside the VMM, for the SIGUSR1 dump
@@ -65,7 +67,7 @@ func (s *stats) replied(server, push time.Duration, n int) {
 func (d *Device) DebugState() string {
 	s := &d.stats
 	open, pending := "?", "?"
-	if d.mu.TryLock() {
+	if virtio.LockForDump(&d.mu) {
 		open, pending = fmt.Sprint(d.open), fmt.Sprint(len(d.pending))
 		d.mu.Unlock()
 	}

@@ -206,7 +206,7 @@ func (d *Device) Close() error {
 
 // DebugState implements virtio.DebugStater: connections and their credit.
 func (d *Device) DebugState() string {
-	if !d.mu.TryLock() {
+	if !virtio.LockForDump(&d.mu) {
 		return "  vsock: mu held (not dumped)\n"
 	}
 	defer d.mu.Unlock()
