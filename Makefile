@@ -158,7 +158,7 @@ bench-snapshots: build kernel template qemu-bundle
 # The worlds benchmark of docs/worlds.md (issue 12), in the lab: /workspace
 # against the guest's ext4 disk and QEMU's virtio-9p; progress on stderr, the
 # table to docs/bench/worlds.md (only if the run succeeds).
-WORLDS_BENCH ?= -dirs 3 -files 20 -big 16 -creates 20 -writes 20
+WORLDS_BENCH ?= -dirs 3 -files 40 -big 16 -creates 50 -writes 40
 bench-worlds: build kernel template qemu-bundle
 	l0=$$(cut -d' ' -f1-3 /proc/loadavg); \
 	bin/sandfs lab -timeout 60m -- /opt/sandfs/bin/sandfs bench worlds $(WORLDS_BENCH) -qemu /opt/sandfs/build/qemu-bundle/qemu > build/bench-worlds.md && \
