@@ -19,9 +19,12 @@ build:
 	$(GO) build -o bin/sandfs-init ./tools/sandfs-init
 	$(GO) build -o bin/sandfs-vmm ./tools/sandfs-vmm
 
-# build/vmlinuz: the one kernel (guest and lab). Cached; second run instant.
+# build/vmlinuz: the one kernel (guest and lab), Linux 6.1; build/vmlinuz-6.12:
+# a newer host kernel for the lab run of test/lab-packages-6.12. Cached;
+# second run instant.
 kernel:
 	tools/kernel/build.sh
+	tools/kernel/build.sh 6.12
 
 # build/templates/base.ext4 (installs bin/sandfs-init as /sbin/init).
 template: build
@@ -105,9 +108,10 @@ bench-e2b: build kernel template
 # The host probe decides once: where guests run natively the host stage
 # runs every test, guests included; elsewhere the guest tests hand off
 # (skip) on the host and the lab stage runs test/lab-packages in one lab
-# boot. Every stage runs; the target fails if any failed.
+# boot, then test/lab-packages-6.12 in one on the newer host kernel. Every
+# stage runs; the target fails if any failed.
 test: build kernel template bpf-check
-	@rm -f bin/tests/lab-digest.txt bin/tests/host-digest.txt; verdict=$$(bin/sandfs probe); echo "== make test: host probe: $$verdict"; \
+	@rm -f bin/tests/lab-digest.txt bin/tests/lab612-digest.txt bin/tests/host-digest.txt; verdict=$$(bin/sandfs probe); echo "== make test: host probe: $$verdict"; \
 	echo "== make test: host tests (go test -race ./...)"; \
 	$(MAKE) --no-print-directory test-unit; unit=$$?; \
 	echo "== make test: fuzz targets ($(FUZZTIME) each)"; \
@@ -117,11 +121,15 @@ test: build kernel template bpf-check
 	else \
 		echo "== make test: lab tests (test/lab-packages, one lab boot)"; \
 		tools/lab/test-lab.sh; labrc=$$?; \
+		echo "== make test: lab tests on Linux 6.12 (test/lab-packages-6.12, one lab boot)"; \
+		SANDFS_LAB_PACKAGES=test/lab-packages-6.12 SANDFS_LAB_FLAGS="-kernel build/vmlinuz-6.12" SANDFS_LAB_DIGEST=bin/tests/lab612-digest.txt \
+			tools/lab/test-lab.sh || labrc=1; \
 	fi; \
 	echo "== make test: E2B SDK suite (test/e2b)"; \
 	test/e2b/run.sh; e2brc=$$?; \
 	if [ -s bin/tests/host-digest.txt ]; then echo "== make test: test/makerun's digest (failures, reruns)"; cat bin/tests/host-digest.txt; fi; \
 	if [ -s bin/tests/lab-digest.txt ]; then echo "== make test: the lab stage's digest (failures, reruns)"; cat bin/tests/lab-digest.txt; fi; \
+	if [ -s bin/tests/lab612-digest.txt ]; then echo "== make test: the Linux 6.12 lab stage's digest"; cat bin/tests/lab612-digest.txt; fi; \
 	echo "== make test: host tests exit $$unit, fuzz exit $$fuzzrc, lab tests exit $$labrc, e2b exit $$e2brc"; \
 	[ $$unit = 0 ] && [ $$fuzzrc = 0 ] && [ $$labrc = 0 ] && [ $$e2brc = 0 ]
 

@@ -20,9 +20,11 @@ import (
 // chosen once per machine by probing the host kernel (probeSoftDirty);
 // shared/reference/snapshot-notes.md has the measurements behind both.
 //
-//   - soft-dirty: bit 55 of /proc/self/pagemap, re-armed by writing "4"
-//     to /proc/self/clear_refs. Sees guest and VMM writes alike. The clear
-//     is process-wide and makes the guest re-fault its working set.
+//   - soft-dirty: bit 55 of /proc/self/pagemap (read, or asked by the
+//     PAGEMAP_SCAN ioctl where the kernel has it: pagescan.go), re-armed
+//     by writing "4" to /proc/self/clear_refs. Sees guest and VMM writes
+//     alike. The clear is process-wide and makes the guest re-fault its
+//     working set.
 //   - dirty-log: KVM_MEM_LOG_DIRTY_PAGES on every slot and
 //     KVM_GET_DIRTY_LOG (fetch and re-arm in one call). Sees only guest
 //     writes, so the devices' own writes, which virtio reports through
@@ -184,10 +186,10 @@ func (r *guestRAM) collect(vm *kvm.VM, rearm bool, tm *snapshot.Timing, t *snaps
 	switch r.tracking {
 	case TrackSoftDirty:
 		held = snapshot.NewPages(uint64(len(r.mem) / pageSize))
-		err := r.scanPagemap(pmPresent|pmSwapped, func(p, e uint64) {
-			held.Set(p)
-			if e&pmSoftDirty != 0 {
-				r.dirty.Set(p)
+		err := r.scanHeld(func(p, n uint64, softDirty bool) {
+			held.SetRange(p, n)
+			if softDirty {
+				r.dirty.SetRange(p, n)
 			}
 		})
 		if err != nil {
@@ -253,7 +255,7 @@ func (r *guestRAM) present() (snapshot.Pages, error) {
 		}
 		return s, nil
 	}
-	err := r.scanPagemap(pmPresent|pmSwapped, func(p, _ uint64) { s.Set(p) })
+	err := r.scanHeld(func(p, n uint64, _ bool) { s.SetRange(p, n) })
 	return s, err
 }
 

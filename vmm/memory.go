@@ -33,8 +33,10 @@ type guestRAM struct {
 	pagemap *os.File
 	// clearRefs is /proc/self/clear_refs, open for soft-dirty tracking.
 	clearRefs *os.File
-	pmBuf     []uint64 // scanPagemap's buffer, kept (guarded by Machine.ctl)
-	tracking  string   // TrackSoftDirty or TrackDirtyLog, fixed at mapRAM
+	pmBuf     []uint64     // scanPagemap's buffer, kept (guarded by Machine.ctl)
+	regionBuf []pageRegion // scanByIoctl's buffer, kept (guarded by Machine.ctl)
+	scan      int          // how scanHeld finds held pages: scanUnknown until its first scan
+	tracking  string       // TrackSoftDirty or TrackDirtyLog, fixed at mapRAM
 	// vmmLog is the pages devices wrote (dirty-log tracking), set
 	// atomically by MarkDirty from any goroutine.
 	vmmLog snapshot.Pages

@@ -1,23 +1,49 @@
 #!/usr/bin/env bash
-# tools/kernel/build.sh: build the one sandfs kernel (guest + lab roles).
+# tools/kernel/build.sh: build a sandfs kernel.
 #
-#   tools/kernel/build.sh            # -> build/vmlinuz, build/kernel.config
+#   tools/kernel/build.sh        # build/vmlinuz, build/kernel.config: the one kernel (guest and lab)
+#   tools/kernel/build.sh 6.12   # build/vmlinuz-6.12, build/kernel-6.12.config
 #
-# Recipe: Debian's linux-source-6.1, `make ARCH=x86_64 allnoconfig` with
-# KCONFIG_ALLCONFIG = tinyconfig fragments + tools/kernel/sandfs.config, every
-# fragment line verified, then `make bzImage`. The result is cached at
-# ${SANDFS_CACHE:-/var/cache/sandfs}/kernel/<key>/ where <key> hashes the
-# fragment, this script and the kernel source package version; a second run
-# with the same key only copies the cached files (well under a second).
+# The one kernel is Debian's linux-source-6.1: the guests' and the lab's.
+# The second, Debian's linux-source-6.12, is a newer host kernel for a lab
+# run of its own in `make test` (`sandfs lab -kernel build/vmlinuz-6.12`):
+# what the VMM does only on a host newer than 6.1 (PAGEMAP_SCAN, Linux
+# 6.7: docs/snapshots.md "Dirty tracking") is tested there. Both take the
+# same fragment, tools/kernel/sandfs.config; for 6.12 the lines of options
+# it no longer has are dropped (SLOB, BASE_FULL, RANDOM_TRUST_CPU: 6.2
+# trusts the CPU by default) and SLUB_TINY is turned off.
+#
+# Recipe: `make ARCH=x86_64 allnoconfig` with KCONFIG_ALLCONFIG = tinyconfig
+# fragments + the fragment, every fragment line verified, then `make
+# bzImage`. The result is cached at ${SANDFS_CACHE:-/var/cache/sandfs}/kernel/<key>/
+# where <key> hashes the fragment, this script and the kernel source package
+# version; a second run with the same key only copies the cached files (well
+# under a second).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${SANDFS_CACHE:-/var/cache/sandfs}/kernel
-frag=$here/sandfs.config
-out_img=$repo/build/vmlinuz
-out_cfg=$repo/build/kernel.config
-srcpkg=linux-source-6.1
+version=${1:-6.1}
+case $version in
+6.1) suffix= ;;
+6.12) suffix=-6.12 ;;
+*)
+	echo "usage: $0 [6.12]" >&2
+	exit 2
+	;;
+esac
+srcpkg=linux-source-$version
+out_img=$repo/build/vmlinuz$suffix
+out_cfg=$repo/build/kernel$suffix.config
+frag=$(mktemp)
+trap 'rm -f "$frag"' EXIT
+if [ "$version" = 6.12 ]; then
+	grep -v -x -e '# CONFIG_SLOB is not set' -e 'CONFIG_BASE_FULL=y' -e 'CONFIG_RANDOM_TRUST_CPU=y' "$here/sandfs.config" > "$frag"
+	echo '# CONFIG_SLUB_TINY is not set' >> "$frag"
+else
+	cp "$here/sandfs.config" "$frag"
+fi
 jobs=${SANDFS_JOBS:-$(nproc)}
 
 log() { printf '[kernel] %s\n' "$*" >&2; }
@@ -48,9 +74,9 @@ install_out() {
 	# Its symbols (no KASLR: the addresses it runs at), for the RIPs of
 	# a lab's or a nested guest's dump read on the host (docs/lab.md).
 	if [ -f "$dir/obj/System.map" ]; then
-		cp -f "$dir/obj/System.map" "$repo/build/System.map.tmp" && mv -f "$repo/build/System.map.tmp" "$repo/build/System.map"
+		cp -f "$dir/obj/System.map" "$repo/build/System.map$suffix.tmp" && mv -f "$repo/build/System.map$suffix.tmp" "$repo/build/System.map$suffix"
 	fi
-	echo "$key" > "$repo/build/kernel.key"
+	echo "$key" > "$repo/build/kernel$suffix.key"
 	log "ready: $out_img ($(stat -c %s "$out_img") bytes, $srcpkg $srcver, cache $dir)"
 }
 
@@ -101,7 +127,7 @@ while IFS= read -r line; do
 		! grep -q "^$opt=" "$obj/.config" || { log "fragment line did not land: $line"; missing=1; } ;;
 	esac
 done < "$frag"
-((missing == 0)) || die "config fragment not fully applied; fix tools/kernel/sandfs.config"
+((missing == 0)) || die "config fragment not fully applied ($srcpkg); fix tools/kernel/sandfs.config"
 
 # ---- build, with progress (one line per 200 build steps) ----
 log "building bzImage with -j$jobs (about 5 min on 2 cores; log $dir/build.log)"

@@ -91,7 +91,7 @@ runlab() {
 }
 # The digest (failed tests with their last messages, and reruns) of every
 # boot, which make test prints again at its very end.
-digest=bin/tests/lab-digest.txt
+digest=${SANDFS_LAB_DIGEST:-bin/tests/lab-digest.txt}
 : > "$digest"
 runlab "$manifest"
 

@@ -42,6 +42,7 @@ func runLab(args []string) int {
 	timeout := fs.Duration("timeout", 0, "kill the lab after this long (0: never)")
 	stdin := fs.Bool("i", false, "pass stdin to the command (as a pipe, not a terminal; default /dev/null)")
 	verbose := fs.Bool("v", false, "show progress and the kernel console on stderr")
+	kernel := fs.String("kernel", "", "the lab's kernel (default build/vmlinuz; build/vmlinuz-6.12 is a newer host kernel: tools/kernel/build.sh)")
 	stateGiB := fs.Int("state-size", lab.DefaultStateSize>>30, "-disk's size in GiB (sparse; a smaller image is grown)")
 	disk := fs.String("disk", "", "attach this ext4 image on the host (made if missing; checked, locked: one lab at a time) as the virtio-blk drive with serial "+lab.StateSerial+"; lab serve keeps the daemon's state on it (default there: $SANDFS_LAB_STATE, else state.ext4 under the cache dir), a command mounts it itself, e.g. mount /dev/vda /mnt (default there: none)")
 	fs.Usage = func() {
@@ -63,6 +64,12 @@ func runLab(args []string) int {
 	}
 	o := lab.Options{Repo: repo, Args: fs.Args(), Env: env, Dir: labDir(repo, *dir),
 		MemMiB: *mem, CPUs: *cpus, Forward: forwards, Timeout: *timeout}
+	if *kernel != "" {
+		if o.Kernel, err = filepath.Abs(*kernel); err != nil {
+			fmt.Fprintf(os.Stderr, "sandfs lab: %v\n", err)
+			return 2
+		}
+	}
 	if *verbose {
 		o.Log = os.Stderr
 		o.Console = os.Stderr

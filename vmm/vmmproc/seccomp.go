@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sandfs/vmm"
 	"sandfs/vmm/kvm"
 )
 
@@ -113,11 +114,13 @@ var setupIoctls = map[string]bool{
 }
 
 // runtimeIoctls are the ioctl requests a running VMM issues: the KVM
-// requests (vmm/kvm) other than setupIoctls, KVM_RUN first (the hot one).
-// None for tun (the host configures the tap before passing it; the
-// device only reads and writes it) or vsock (hybrid: unix sockets).
+// requests (vmm/kvm) other than setupIoctls, KVM_RUN first (the hot one),
+// and PAGEMAP_SCAN on its own pagemap file (a snapshot's soft-dirty scan,
+// vmm/pagescan.go; no other file the VMM holds takes that number). None
+// for tun (the host configures the tap before passing it; the device only
+// reads and writes it) or vsock (hybrid: unix sockets).
 func runtimeIoctls() []uint32 {
-	v := []uint32{}
+	v := []uint32{vmm.PagemapScanIoctl}
 	for _, r := range kvm.Requests {
 		if setupIoctls[r.Name] {
 			continue

@@ -1,0 +1,113 @@
+package vmm
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Finding the pages of RAM that hold data, and which of them are
+// soft-dirty. Reading /proc/self/pagemap costs 8 bytes and a page-table
+// step for every page of RAM, held or not: 12-27 ms for a 2 GiB guest in
+// the lab, most of a snapshot of an idle one. Linux 6.7 answers the
+// same question with the PAGEMAP_SCAN ioctl on the pagemap file: runs of
+// pages whose categories match, skipping what matches nothing. The VMM
+// uses the ioctl where the kernel has it (found out at the first scan,
+// by its answer) and reads the pagemap elsewhere; both give the same
+// runs (TestScanMatchesRead).
+
+// PAGEMAP_SCAN (include/uapi/linux/fs.h): _IOWR('f', 16, struct
+// pm_scan_arg), and the page categories the VMM asks about.
+const (
+	PagemapScanIoctl = 0xc0606610 // the seccomp filter allows it (vmm/vmmproc/seccomp.go)
+	pageIsPresent    = 1 << 3
+	pageIsSwapped    = 1 << 4
+	pageIsSoftDirty  = 1 << 7
+	// scanRegions bounds the runs one ioctl returns (24 bytes each, in a
+	// buffer kept with the RAM); the next call goes on from where the
+	// kernel stopped.
+	scanRegions = 4096
+)
+
+// pmScanArg is struct pm_scan_arg.
+type pmScanArg struct {
+	size, flags, start, end, walkEnd, vec, vecLen, maxPages       uint64
+	categoryInverted, categoryMask, categoryAnyofMask, returnMask uint64
+}
+
+// pageRegion is struct page_region: pages [start, end) (addresses) with
+// categories.
+type pageRegion struct{ start, end, categories uint64 }
+
+// How a guestRAM finds its held pages: not known before its first scan.
+const (
+	scanUnknown = iota
+	scanIoctl
+	scanRead
+)
+
+// scanHeld calls f for each run of pages of RAM that hold data (present
+// or swapped): its first page, its length and whether its pages are
+// soft-dirty. With Machine.ctl held.
+func (r *guestRAM) scanHeld(f func(first, n uint64, softDirty bool)) error {
+	if r.scan == scanUnknown {
+		r.scan = scanRead
+		if err := r.scanByIoctl(f); err == nil {
+			r.scan = scanIoctl
+			return nil
+		} else if !errors.Is(err, unix.ENOTTY) && !errors.Is(err, unix.EINVAL) {
+			return err
+		}
+	}
+	if r.scan == scanIoctl {
+		return r.scanByIoctl(f)
+	}
+	return r.scanByRead(f)
+}
+
+// scanByIoctl is scanHeld by PAGEMAP_SCAN. A kernel without it answers
+// ENOTTY (or EINVAL), before it calls f.
+func (r *guestRAM) scanByIoctl(f func(first, n uint64, softDirty bool)) error {
+	if r.pagemap == nil {
+		return unix.ENOTTY
+	}
+	if r.regionBuf == nil {
+		r.regionBuf = make([]pageRegion, scanRegions)
+	}
+	base := uint64(uintptrOf(r.mem))
+	end := base + uint64(len(r.mem))
+	for start := base; start < end; {
+		arg := pmScanArg{
+			size: uint64(unsafe.Sizeof(pmScanArg{})), start: start, end: end,
+			vec: uint64(uintptr(unsafe.Pointer(&r.regionBuf[0]))), vecLen: uint64(len(r.regionBuf)),
+			categoryAnyofMask: pageIsPresent | pageIsSwapped,
+			returnMask:        pageIsPresent | pageIsSwapped | pageIsSoftDirty,
+		}
+		n, _, e := unix.Syscall(unix.SYS_IOCTL, r.pagemap.Fd(), PagemapScanIoctl, uintptr(unsafe.Pointer(&arg)))
+		runtime.KeepAlive(r.regionBuf)
+		if e != 0 {
+			return fmt.Errorf("PAGEMAP_SCAN: %w", syscall.Errno(e))
+		}
+		for _, g := range r.regionBuf[:n] {
+			if g.start < base || g.end > end || g.end <= g.start {
+				return fmt.Errorf("PAGEMAP_SCAN: run %#x-%#x outside RAM %#x-%#x", g.start, g.end, base, end)
+			}
+			f((g.start-base)/pageSize, (g.end-g.start)/pageSize, g.categories&pageIsSoftDirty != 0)
+		}
+		if arg.walkEnd <= start || arg.walkEnd > end {
+			return fmt.Errorf("PAGEMAP_SCAN: the walk ended at %#x, from %#x to %#x", arg.walkEnd, start, end)
+		}
+		start = arg.walkEnd
+	}
+	return nil
+}
+
+// scanByRead is scanHeld by reading the pagemap (scanPagemap), a page
+// at a time.
+func (r *guestRAM) scanByRead(f func(first, n uint64, softDirty bool)) error {
+	return r.scanPagemap(pmPresent|pmSwapped, func(p, e uint64) { f(p, 1, e&pmSoftDirty != 0) })
+}
