@@ -72,12 +72,7 @@ func TestRAMFromChain(t *testing.T) {
 // TestCollectHeldPages: soft-dirty collect's one pagemap read gives a
 // full snapshot of anonymous RAM the same pages present() reads.
 func TestCollectHeldPages(t *testing.T) {
-	r, err := mapRAM(4<<20, "", procFiles{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	r := softDirtyRAM(t, 4<<20)
 	for _, p := range []uint64{0, 5, 6, 900} {
 		r.mem[p*pageSize+9] = 1
 	}
@@ -104,12 +99,7 @@ func TestCollectHeldPages(t *testing.T) {
 // (SnapshotToEnd) the next collect finds them again.
 func TestCollectRearm(t *testing.T) {
 	const size = 258 << 20 // 66048 pages: three chunks of 32768
-	r, err := mapRAM(size, "", procFiles{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	r := softDirtyRAM(t, size)
 	touched := []uint64{0, 63, 64, 900, 32767, 32768, 32831, 66047}
 	for _, p := range touched {
 		r.mem[p*pageSize+3] = 1
@@ -210,4 +200,18 @@ func TestOneSoftDirtyMachine(t *testing.T) {
 	if c.tracking != TrackSoftDirty {
 		t.Errorf("after the first machine closed, the next tracks with %s; want %s", c.tracking, TrackSoftDirty)
 	}
+}
+
+// softDirtyRAM maps anonymous RAM of size bytes that tracks with
+// soft-dirty, closed with the test; without soft-dirty here the test is
+// handed to the lab.
+func softDirtyRAM(t testing.TB, size uint64) *guestRAM {
+	t.Helper()
+	r, err := mapRAM(size, "", procFiles{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.close() })
+	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	return r
 }

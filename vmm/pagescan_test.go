@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sandfs/snapshot"
-	"sandfs/test/testenv"
 )
 
 // TestScanMatchesRead: PAGEMAP_SCAN (Linux 6.7: the lab's kernel) finds
@@ -19,12 +18,7 @@ import (
 // scanHeld uses it where it works.
 func TestScanMatchesRead(t *testing.T) {
 	const size = 258 << 20 // 66048 pages: three chunks of 32768
-	r, err := mapRAM(size, "", procFiles{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	r := softDirtyRAM(t, size)
 	touched := []uint64{0, 1, 2, 63, 64, 900, 32767, 32768, 32831, 66046, 66047}
 	for _, p := range touched {
 		r.mem[p*pageSize+3] = 1
@@ -111,12 +105,7 @@ func kernelAtLeast(t testing.TB, major, minor int) bool {
 //	bin/sandfs lab -- sh -c 'cd /opt/sandfs/vmm && /opt/sandfs/bin/tests/vmm.test -test.run "^$" -test.bench BenchmarkScan'
 func BenchmarkScan(b *testing.B) {
 	const size = 2 << 30
-	r, err := mapRAM(size, "", procFiles{}, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.close()
-	testenv.HandOff(b, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	r := softDirtyRAM(b, size)
 	const step = 128 << 10
 	for p := uint64(0); p < size; p += step {
 		r.mem[p] = 1
