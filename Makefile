@@ -8,7 +8,7 @@
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build kernel template lab probe test test-unit test-lab test-e2b test-netmany bench-e2b fuzz run clean qemu-bundle bench bench-snapshots bench-worlds bpf bpf-check bench-netpolicy bench-net
+.PHONY: build kernel kernel-6.12 template lab probe test test-unit test-lab test-e2b test-netmany bench-e2b fuzz run clean qemu-bundle bench bench-snapshots bench-worlds bpf bpf-check bench-netpolicy bench-net
 
 # Every command lives under tools/: tools/sandfs, tools/sandfs-init (the
 # guest agent), tools/sandfs-vmm (the VMM process alone, which the daemon
@@ -19,11 +19,14 @@ build:
 	$(GO) build -o bin/sandfs-init ./tools/sandfs-init
 	$(GO) build -o bin/sandfs-vmm ./tools/sandfs-vmm
 
-# build/vmlinuz: the one kernel (guest and lab), Linux 6.1; build/vmlinuz-6.12:
-# a newer host kernel for the lab run of test/lab-packages-6.12. Cached;
-# second run instant.
+# build/vmlinuz: the one kernel (guest and lab), Linux 6.1. Cached; second
+# run instant.
 kernel:
 	tools/kernel/build.sh
+
+# build/vmlinuz-6.12: a newer host kernel for make test's lab run of
+# test/lab-packages-6.12 (only the tests need it). Cached as kernel.
+kernel-6.12:
 	tools/kernel/build.sh 6.12
 
 # build/templates/base.ext4 (installs bin/sandfs-init as /sbin/init).
@@ -110,7 +113,7 @@ bench-e2b: build kernel template
 # (skip) on the host and the lab stage runs test/lab-packages in one lab
 # boot, then test/lab-packages-6.12 in one on the newer host kernel. Every
 # stage runs; the target fails if any failed.
-test: build kernel template bpf-check
+test: build kernel kernel-6.12 template bpf-check
 	@rm -f bin/tests/lab-digest.txt bin/tests/lab612-digest.txt bin/tests/host-digest.txt; verdict=$$(bin/sandfs probe); echo "== make test: host probe: $$verdict"; \
 	echo "== make test: host tests (go test -race ./...)"; \
 	$(MAKE) --no-print-directory test-unit; unit=$$?; \

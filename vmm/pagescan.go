@@ -21,9 +21,11 @@ import (
 // runs (TestScanMatchesRead).
 
 // PAGEMAP_SCAN (include/uapi/linux/fs.h): _IOWR('f', 16, struct
-// pm_scan_arg), and the page categories the VMM asks about.
+// pm_scan_arg) (0xc0606610), and the page categories the VMM asks about.
 const (
-	PagemapScanIoctl = 0xc0606610 // the seccomp filter allows it (vmm/vmmproc/seccomp.go)
+	// PagemapScanIoctl is the request; the seccomp filter allows it
+	// (vmm/vmmproc/seccomp.go).
+	PagemapScanIoctl = 3<<30 | unsafe.Sizeof(pmScanArg{})<<16 | 'f'<<8 | 16
 	pageIsPresent    = 1 << 3
 	pageIsSwapped    = 1 << 4
 	pageIsSoftDirty  = 1 << 7
@@ -54,23 +56,27 @@ const (
 // or swapped): its first page, its length and whether its pages are
 // soft-dirty. With Machine.ctl held.
 func (r *guestRAM) scanHeld(f func(first, n uint64, softDirty bool)) error {
-	if r.scan == scanUnknown {
-		r.scan = scanRead
-		if err := r.scanByIoctl(f); err == nil {
-			r.scan = scanIoctl
-			return nil
-		} else if !errors.Is(err, unix.ENOTTY) && !errors.Is(err, unix.EINVAL) {
-			return err
-		}
-	}
-	if r.scan == scanIoctl {
+	switch r.scan {
+	case scanIoctl:
 		return r.scanByIoctl(f)
+	case scanRead:
+		return r.scanByRead(f)
 	}
-	return r.scanByRead(f)
+	err := r.scanByIoctl(f)
+	switch {
+	case err == nil:
+		r.scan = scanIoctl
+		return nil
+	case errors.Is(err, unix.ENOTTY):
+		r.scan = scanRead
+		return r.scanByRead(f)
+	}
+	return err // known at the next scan
 }
 
 // scanByIoctl is scanHeld by PAGEMAP_SCAN. A kernel without it answers
-// ENOTTY (or EINVAL), before it calls f.
+// ENOTTY, before it calls f (any other error is the ioctl's: a kernel
+// that has it refusing our arguments must not be taken for one without).
 func (r *guestRAM) scanByIoctl(f func(first, n uint64, softDirty bool)) error {
 	if r.pagemap == nil {
 		return unix.ENOTTY

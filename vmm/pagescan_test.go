@@ -133,3 +133,11 @@ func BenchmarkScan(b *testing.B) {
 		})
 	}
 }
+
+// TestPagemapScanRequest: the request number derived from pmScanArg is
+// the kernel header's (its size is the ABI's 96 bytes).
+func TestPagemapScanRequest(t *testing.T) {
+	if PagemapScanIoctl != 0xc0606610 {
+		t.Errorf("PAGEMAP_SCAN = %#x; want 0xc0606610 (struct pm_scan_arg of 96 bytes)", PagemapScanIoctl)
+	}
+}

@@ -34,7 +34,8 @@ type worldsOpts struct {
 // worldsResult holds each measurement's lines, by row then label.
 type worldsResult map[string]map[string][]measure
 
-// worldsPasses is how many times worlds.py (its PASSES) measures each row.
+// worldsPasses is how many times worlds.py measures each row (its first
+// argument); the report gives the median.
 const worldsPasses = 3
 
 // measure is one `R` line of worlds.py.
@@ -208,7 +209,7 @@ func (r *run) worldsSandfs(ctx context.Context, o worldsOpts, lower string, res 
 	r.progress("  measuring (local ext4, then /workspace)")
 	watch := watchStall(stallAfter, func(quiet time.Duration) { r.stalled(d, "wb", quiet) })
 	pw, finish := r.resultWriter(res, watch.touch)
-	cmd := fmt.Sprintf("python3 /workspace/worlds.py %d %d ext4=/root/bench workspace=/workspace/bench", o.creates, o.writes)
+	cmd := fmt.Sprintf("python3 /workspace/worlds.py %d %d %d ext4=/root/bench workspace=/workspace/bench", worldsPasses, o.creates, o.writes)
 	err = sh(cmd, pw)
 	finish()
 	watch.close()

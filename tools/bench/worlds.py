@@ -1,9 +1,10 @@
 # worlds.py: the guest's half of `sandfs bench worlds` (tools/bench/worlds.go),
 # run by python3 inside a guest. `worlds.py gen DIR DIRS FILES SIZE MIB`
 # makes the tree in DIR. Otherwise it measures file operations on each
-# directory named on the command line (LABEL=PATH, each a copy of one tree:
-# DIRS directories of FILES files of SIZE bytes, and big.bin) and prints one
-# line per measurement:
+# directory named on the command line (`worlds.py PASSES CREATES WRITES
+# LABEL=PATH...`, each a copy of one tree: DIRS directories of FILES files of
+# SIZE bytes, and big.bin), each row PASSES times, and prints one line per
+# measurement:
 #
 #     R <row> <label> <seconds> <count> <bytes>
 #
@@ -11,8 +12,6 @@
 # cache first (sync, drop_caches 3), so that a local disk's figures are its
 # disk's, not its memory's, and a 9P mount's (cache=loose) the host's files.
 import os, stat, sys, time
-
-PASSES = 3
 
 
 def drop():
@@ -92,23 +91,23 @@ def timed(row, label, cold, fn, *args):
     print("R %s %s %.6f %d %d" % (row, label, dt, n, nbytes), flush=True)
 
 
-def bench(label, root, creates, writes):
+def bench(label, root, passes, creates, writes):
     paths = files_of(root)
     if not paths:
         sys.exit("no files under " + root)
     print("# %s: %s, %d files" % (label, root, len(paths)), flush=True)
-    for _ in range(PASSES):
+    for _ in range(passes):
         timed("walk", label, True, walk, root)
         timed("stat", label, True, stats, paths)
         timed("small-read", label, True, read_all, paths, 1 << 16)
         timed("big-read", label, True, read_all, [root + "/big.bin"], 1 << 20)
-    for _ in range(PASSES):
+    for _ in range(passes):
         timed("small-read-warm", label, False, read_all, paths, 1 << 16)
         timed("big-read-warm", label, False, read_all, [root + "/big.bin"], 1 << 20)
     print("# %s: reads done, writing" % label, flush=True)
     # Each pass creates in a directory of its own and overwrites files
     # of its own (a copy-up is a file's first write).
-    for i in range(PASSES):
+    for i in range(passes):
         timed("create", label, False, create, "%s/new%d" % (root, i), creates, 4096)
         timed("copy-up", label, False, overwrite, paths[i * writes:(i + 1) * writes])
     os.sync()
@@ -133,14 +132,14 @@ def main():
     if sys.argv[1] == "gen":
         gen(sys.argv[2], *[int(a) for a in sys.argv[3:7]])
         return
-    creates, writes = int(sys.argv[1]), int(sys.argv[2])
-    for arg in sys.argv[3:]:
+    passes, creates, writes = [int(a) for a in sys.argv[1:4]]
+    for arg in sys.argv[4:]:
         label, root = arg.split("=", 1)
         for _ in range(600):
             if os.path.exists(root + "/big.bin"):
                 break
             time.sleep(0.1)
-        bench(label, root, creates, writes)
+        bench(label, root, passes, creates, writes)
     print("# done", flush=True)
 
 

@@ -25,7 +25,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mkdir -p /mnt/w
 mount -t 9p -o sync,trans=virtio,version=9p2000.L,msize=524288,access=any,cache=loose w /mnt/w || echo "# sbench-fail mount"
-python3 /mnt/w/worlds.py %d %d qemu9p=/mnt/w/bench 2>&1 || echo "# sbench-fail python"
+python3 /mnt/w/worlds.py %d %d %d qemu9p=/mnt/w/bench 2>&1 || echo "# sbench-fail python"
 sync
 exec sleep 3600
 `
@@ -46,7 +46,7 @@ func (r *run) worldsQEMU(ctx context.Context, bin string, o worldsOpts, share st
 	if err := ctl.CopyLayerFile(disk, r.h.rootfs, 0); err != nil {
 		return err
 	}
-	if err := writeInit(disk, dir, fmt.Sprintf(qemuInit, o.creates, o.writes)); err != nil {
+	if err := writeInit(disk, dir, fmt.Sprintf(qemuInit, worldsPasses, o.creates, o.writes)); err != nil {
 		return err
 	}
 	console := filepath.Join(dir, "console")

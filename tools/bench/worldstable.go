@@ -62,7 +62,7 @@ func worldsTable(res worldsResult, qemu bool) *table {
 		t.add(row.what, row.unit, cell(e, eok), cell(w, wok), cell(q, qok), div(w, e, eok && wok), div(w, q, qok && wok))
 	}
 	t.notes = append(t.notes,
-		"Cold rows drop the guest's page cache first (sync; drop_caches 3), so ext4 reads come from the sandbox's disk (virtio-blk, its layer file in the host's page cache) and both 9P mounts from the host's files; warm rows come from each guest's caches (both 9P mounts are cache=loose with synchronous writes, as /workspace is: docs/worlds.md, Cache mode). Every row is the median of 3 passes (each pass of the create and copy-up rows on files of its own).",
+		"Cold rows drop the guest's page cache first (sync; drop_caches 3), so ext4 reads come from the sandbox's disk (virtio-blk, its layer file in the host's page cache) and both 9P mounts from the host's files; warm rows come from each guest's caches (both 9P mounts are cache=loose with synchronous writes, as /workspace is: docs/worlds.md, Cache mode). Every row is the median of "+fmt.Sprint(worldsPasses)+" passes (each pass of the create and copy-up rows on files of its own).",
 		"sandfs: the daemon's world (fs/ninep, iounit 0) through the VMM's virtio-9p device (vmm/virtio/p9, trans=virtio, msize 500 KiB) over a lower on the lab's tmpfs; the ext4 tree, of the same shape, is made by worlds.py in /root/bench of the same guest (the sandbox's disk).")
 	if qemu {
 		t.notes = append(t.notes, "QEMU: microvm, same kernel, image, memory and vCPU count; `-fsdev local,security_model=none` of another copy of the tree on the same tmpfs, `virtio-9p-device`, mounted 9P2000.L, cache=loose and sync as /workspace, msize 512 KiB (the kernel's virtio transport lowers it to its maximum).")

@@ -120,7 +120,7 @@ var setupIoctls = map[string]bool{
 // for tun (the host configures the tap before passing it; the device only
 // reads and writes it) or vsock (hybrid: unix sockets).
 func runtimeIoctls() []uint32 {
-	v := []uint32{vmm.PagemapScanIoctl}
+	v := []uint32{uint32(vmm.PagemapScanIoctl)}
 	for _, r := range kvm.Requests {
 		if setupIoctls[r.Name] {
 			continue
