@@ -17,8 +17,10 @@ import (
 
 // Dirty-page tracking: which guest pages changed since the last snapshot
 // (or restore), so the next snapshot writes only those. Two mechanisms,
-// chosen once per machine by probing the host kernel (probeSoftDirty);
-// shared/reference/snapshot-notes.md has the measurements behind both.
+// chosen once per machine by probing the host kernel (mapRAM: soft-dirty
+// where probeSoftDirty passes and the pagemap answers PAGEMAP_SCAN, else
+// the dirty log); shared/reference/snapshot-notes.md has the
+// measurements behind both.
 //
 //   - soft-dirty: bit 55 of /proc/self/pagemap (read, or asked by the
 //     PAGEMAP_SCAN ioctl where the kernel has it: pagescan.go), re-armed
@@ -28,8 +30,10 @@ import (
 //   - dirty-log: KVM_MEM_LOG_DIRTY_PAGES on every slot and
 //     KVM_GET_DIRTY_LOG (fetch and re-arm in one call). Sees only guest
 //     writes, so the devices' own writes, which virtio reports through
-//     virtio.DirtyLogger (MarkDirty), are logged as well (vmmLog). Used where CONFIG_MEM_SOFT_DIRTY is off or
-//     /proc is out of reach (a jailed VMM restored from a snapshot).
+//     virtio.DirtyLogger (MarkDirty), are logged as well (vmmLog). Used
+//     where soft-dirty would need the whole pagemap read at every
+//     snapshot (a kernel before 6.7), where CONFIG_MEM_SOFT_DIRTY is off,
+//     or where /proc is out of reach.
 //
 // clear_refs is process-wide: one machine's re-arm would wipe another's
 // dirty bits. So at most one machine per process tracks with soft-dirty

@@ -31,9 +31,10 @@ type MachineConfig struct {
 	// MemFile, for a restore, is the snapshot memory file mapped
 	// MAP_PRIVATE as guest RAM instead of fresh anonymous memory.
 	MemFile string
-	// Tracking picks the dirty-page mechanism (dirty.go): "" probes for
-	// TrackSoftDirty and falls back to TrackDirtyLog; either by name
-	// forces it (soft-dirty fails where the probe does).
+	// Tracking picks the dirty-page mechanism (dirty.go): "" takes
+	// TrackSoftDirty where the kernel has PAGEMAP_SCAN and the probe
+	// passes, else TrackDirtyLog; either by name forces it (soft-dirty
+	// fails where the probe does).
 	Tracking string
 	// KVMPath is /dev/kvm unless set.
 	KVMPath string
@@ -43,7 +44,8 @@ type MachineConfig struct {
 	Pagemap *os.File
 	// ClearRefs, likewise, is /proc/self/clear_refs opened for writing
 	// beforehand: with Pagemap it lets a jailed VMM track dirty pages
-	// with soft-dirty (dirty.go); without, it uses KVM's dirty log.
+	// with soft-dirty where Tracking allows it (dirty.go); without, it
+	// uses KVM's dirty log.
 	ClearRefs *os.File
 	Log       *slog.Logger
 }

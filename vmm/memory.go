@@ -61,8 +61,9 @@ var (
 // mapRAM maps size bytes of guest RAM: fresh, or, if file is set, the
 // snapshot chain ending at the snapshot directory that holds file (its
 // MemFile). The files in pf (nil: opened here if /proc is there) are taken
-// over. It picks the dirty-page tracking: tracking if set, else by
-// claimSoftDirty.
+// over. It picks the dirty-page tracking: tracking if set, else
+// soft-dirty where the kernel has PAGEMAP_SCAN and claimSoftDirty passes,
+// else the dirty log.
 func mapRAM(size uint64, file string, pf procFiles, tracking string) (r *guestRAM, err error) {
 	r = &guestRAM{size: size, regions: boot.RAMLayout(size), pagemap: pf.pagemap, clearRefs: pf.clearRefs}
 	defer func(ram *guestRAM) {
@@ -96,8 +97,12 @@ func mapRAM(size uint64, file string, pf procFiles, tracking string) (r *guestRA
 	_ = unix.Madvise(r.mem, unix.MADV_NOHUGEPAGE)
 	switch r.tracking = tracking; tracking {
 	case "":
+		// Soft-dirty only where the pagemap answers PAGEMAP_SCAN: reading
+		// it whole costs every snapshot 8 bytes a page of RAM, where the
+		// dirty log's bitmap is a bit a page and its re-arm leaves the
+		// guest's working set mapped (dirty.go).
 		r.tracking = TrackDirtyLog
-		if claimSoftDirty(r.pagemap, r.clearRefs) {
+		if r.findScan() == scanIoctl && claimSoftDirty(r.pagemap, r.clearRefs) {
 			r.tracking = TrackSoftDirty
 		}
 	case TrackSoftDirty:

@@ -2,8 +2,10 @@ package vmm
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"sandfs/snapshot"
@@ -34,19 +36,13 @@ func TestRAMFromChain(t *testing.T) {
 	if _, err := snapshot.Write(filepath.Join(store, "b"), src, d, base, []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := mapRAM(size, filepath.Join(store, "b", MemoryFile), procFiles{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
+	r := softDirtyMap(t, size, filepath.Join(store, "b", MemoryFile))
 	if !bytes.Equal(r.mem, src) {
 		t.Fatalf("RAM mapped from the chain differs from the memory it was taken of")
 	}
 	if r.maps != 3 || r.known.Count() != 6 {
 		t.Errorf("maps %d, known pages %d; want 3, 6", r.maps, r.known.Count())
 	}
-	t.Logf("tracking: %s", r.tracking)
-	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
 	if err := r.arm(); err != nil {
 		t.Fatal(err)
 	}
@@ -174,12 +170,7 @@ func TestVMMWritesLogged(t *testing.T) {
 // TestOneSoftDirtyMachine: clear_refs is process-wide, so a second
 // machine in the process does not get soft-dirty tracking.
 func TestOneSoftDirtyMachine(t *testing.T) {
-	a, err := mapRAM(2<<20, "", procFiles{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.close()
-	testenv.HandOff(t, a.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
+	a := softDirtyRAM(t, 2<<20)
 	b, err := mapRAM(2<<20, "", procFiles{}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -192,13 +183,36 @@ func TestOneSoftDirtyMachine(t *testing.T) {
 		t.Errorf("soft-dirty forced on a second machine was accepted")
 	}
 	a.close()
-	c, err := mapRAM(2<<20, "", procFiles{}, "")
+	c, err := mapRAM(2<<20, "", procFiles{}, TrackSoftDirty)
+	if err != nil {
+		t.Fatalf("after the first machine closed, the next cannot have soft-dirty: %v", err)
+	}
+	c.close()
+}
+
+// TestDefaultTracking: unless told, RAM tracks with soft-dirty where the
+// kernel has PAGEMAP_SCAN (Linux 6.7) and with KVM's dirty log where the
+// pagemap would have to be read whole (or soft-dirty is not there).
+func TestDefaultTracking(t *testing.T) {
+	sd, err := mapRAM(2<<20, "", procFiles{}, TrackSoftDirty)
+	if err != nil && !errors.Is(err, syscall.EOPNOTSUPP) {
+		t.Fatal(err)
+	}
+	softDirty := err == nil
+	if softDirty {
+		sd.close()
+	}
+	r, err := mapRAM(2<<20, "", procFiles{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
-	if c.tracking != TrackSoftDirty {
-		t.Errorf("after the first machine closed, the next tracks with %s; want %s", c.tracking, TrackSoftDirty)
+	defer r.close()
+	want := TrackDirtyLog
+	if softDirty && kernelAtLeast(t, 6, 7) {
+		want = TrackSoftDirty
+	}
+	if r.tracking != want {
+		t.Errorf("default tracking %s (scan %d); want %s", r.tracking, r.scan, want)
 	}
 }
 
@@ -207,11 +221,19 @@ func TestOneSoftDirtyMachine(t *testing.T) {
 // handed to the lab.
 func softDirtyRAM(t testing.TB, size uint64) *guestRAM {
 	t.Helper()
-	r, err := mapRAM(size, "", procFiles{}, "")
+	return softDirtyMap(t, size, "")
+}
+
+// softDirtyMap is softDirtyRAM of RAM mapped from file ("" for fresh).
+func softDirtyMap(t testing.TB, size uint64, file string) *guestRAM {
+	t.Helper()
+	r, err := mapRAM(size, file, procFiles{}, TrackSoftDirty)
+	if errors.Is(err, syscall.EOPNOTSUPP) {
+		testenv.HandOff(t, false, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc): "+err.Error())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.close() })
-	testenv.HandOff(t, r.tracking == TrackSoftDirty, "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY, /proc)")
 	return r
 }

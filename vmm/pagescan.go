@@ -16,9 +16,11 @@ import (
 // the lab, most of a snapshot of an idle one. Linux 6.7 answers the
 // same question with the PAGEMAP_SCAN ioctl on the pagemap file: runs of
 // pages whose categories match, skipping what matches nothing. The VMM
-// uses the ioctl where the kernel has it (found out at the first scan,
-// by its answer) and reads the pagemap elsewhere; both give the same
-// runs (TestScanMatchesRead).
+// uses the ioctl where the kernel has it (found out when RAM is mapped,
+// findScan, or at the first scan, by its answer) and reads the pagemap
+// elsewhere; both give the same runs (TestScanMatchesRead). Where it must
+// read, a machine tracks dirty pages with KVM's dirty log instead of
+// soft-dirty (mapRAM), so the read is left to full snapshots.
 
 // PAGEMAP_SCAN (include/uapi/linux/fs.h): _IOWR('f', 16, struct
 // pm_scan_arg) (0xc0606610), and the page categories the VMM asks about.
@@ -72,6 +74,35 @@ func (r *guestRAM) scanHeld(f func(first, n uint64, softDirty bool)) error {
 		return r.scanByRead(f)
 	}
 	return err // known at the next scan
+}
+
+// findScan settles how scanHeld will find held pages, by asking
+// PAGEMAP_SCAN about RAM's first page: scanIoctl if the kernel answers,
+// scanRead if it has no such ioctl (ENOTTY) or there is no pagemap, and
+// scanUnknown on another error (the first scan tries again).
+func (r *guestRAM) findScan() int {
+	if r.scan != scanUnknown {
+		return r.scan
+	}
+	if r.pagemap == nil {
+		return scanRead // scanHeld's ioctl answers ENOTTY
+	}
+	var one [1]pageRegion
+	base := uint64(uintptrOf(r.mem))
+	arg := pmScanArg{
+		size: uint64(unsafe.Sizeof(pmScanArg{})), start: base, end: base + pageSize,
+		vec: uint64(uintptr(unsafe.Pointer(&one[0]))), vecLen: 1,
+		categoryAnyofMask: pageIsPresent | pageIsSwapped, returnMask: pageIsPresent,
+	}
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, r.pagemap.Fd(), PagemapScanIoctl, uintptr(unsafe.Pointer(&arg)))
+	runtime.KeepAlive(&one)
+	switch e {
+	case 0:
+		r.scan = scanIoctl
+	case unix.ENOTTY:
+		r.scan = scanRead
+	}
+	return r.scan
 }
 
 // scanByIoctl is scanHeld by PAGEMAP_SCAN. A kernel without it answers

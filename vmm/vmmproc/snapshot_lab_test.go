@@ -2,11 +2,14 @@ package vmmproc_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sandfs/ctl"
 	"sandfs/snapshot"
@@ -18,10 +21,11 @@ import (
 
 // TestJailedSnapshotChain takes a full snapshot and then a delta of a
 // jailed VMM, as ctl's runtime runs it, through the control verb, into a
-// store inside its work directory; its status shows soft-dirty tracking
-// in the lab (whose kernel has CONFIG_MEM_SOFT_DIRTY: only the fds opened
-// before the jail make it reachable). A new VMM restores the chain and
-// its guest agent answers.
+// store inside its work directory; its status shows the tracking the lab's
+// kernel calls for: soft-dirty on a kernel with PAGEMAP_SCAN (the lab's
+// 6.12 stage; only the fds opened before the jail make it reachable), the
+// dirty log on 6.1. A new VMM restores the chain and its guest agent
+// answers.
 func TestJailedSnapshotChain(t *testing.T) {
 	testenv.NeedGuests(t)
 	testenv.NeedRoot(t)
@@ -53,7 +57,10 @@ func TestJailedSnapshotChain(t *testing.T) {
 	status := func(p *vmmproc.Process, state string) {
 		t.Helper()
 		st, err := p.Status(ctx)
-		want := " tracking=" + vmm.TrackSoftDirty
+		want := " tracking=" + vmm.TrackDirtyLog
+		if pagemapScan(t) {
+			want = " tracking=" + vmm.TrackSoftDirty
+		}
 		if os.Getenv("SANDFS_LAB") == "" && strings.Contains(st, " tracking="+vmm.TrackDirtyLog) {
 			want = " tracking=" + vmm.TrackDirtyLog // a host without CONFIG_MEM_SOFT_DIRTY
 		}
@@ -132,4 +139,19 @@ func TestJailedSnapshotChain(t *testing.T) {
 	if err := m2.Err(); err != nil {
 		t.Errorf("the restored VMM ended with %v", err)
 	}
+}
+
+// pagemapScan reports whether the running kernel has PAGEMAP_SCAN (Linux
+// 6.7), where a VMM tracks dirty pages with soft-dirty (vmm.mapRAM).
+func pagemapScan(t testing.TB) bool {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		t.Fatal(err)
+	}
+	return major > 6 || major == 6 && minor >= 7
 }
