@@ -208,7 +208,7 @@ func TestDefaultTracking(t *testing.T) {
 	}
 	defer r.close()
 	want := TrackDirtyLog
-	if softDirty && kernelAtLeast(t, 6, 7) {
+	if softDirty && testenv.KernelAtLeast(t, 6, 7) {
 		want = TrackSoftDirty
 	}
 	if r.tracking != want {

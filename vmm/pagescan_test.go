@@ -2,13 +2,13 @@ package vmm
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"sandfs/snapshot"
+	"sandfs/test/testenv"
 )
 
 // TestScanMatchesRead: PAGEMAP_SCAN (Linux 6.7: the lab's kernel) finds
@@ -41,7 +41,7 @@ func TestScanMatchesRead(t *testing.T) {
 		return held, dirty, err
 	}
 	h1, d1, err := scan(r.scanByIoctl)
-	if !kernelAtLeast(t, 6, 7) {
+	if !testenv.KernelAtLeast(t, 6, 7) {
 		// An older kernel has no PAGEMAP_SCAN: scanHeld reads the
 		// pagemap (test/lab-packages-6.12 runs this on Linux 6.12).
 		if !errors.Is(err, unix.ENOTTY) {
@@ -79,21 +79,6 @@ func TestScanMatchesRead(t *testing.T) {
 	if _, err := r.present(); err != nil || r.scan != scanIoctl {
 		t.Errorf("after a scan, scanHeld's way is %d (%v); want PAGEMAP_SCAN (%d)", r.scan, err, scanIoctl)
 	}
-}
-
-// kernelAtLeast reports whether the running kernel is major.minor or
-// later.
-func kernelAtLeast(t testing.TB, major, minor int) bool {
-	t.Helper()
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		t.Fatalf("kernel release %q: %v", unix.ByteSliceToString(u.Release[:]), err)
-	}
-	return ma > major || ma == major && mi >= minor
 }
 
 // BenchmarkScan: finding the held and soft-dirty pages of a 2 GiB guest

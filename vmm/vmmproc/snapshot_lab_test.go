@@ -2,14 +2,11 @@ package vmmproc_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"sandfs/ctl"
 	"sandfs/snapshot"
@@ -58,7 +55,7 @@ func TestJailedSnapshotChain(t *testing.T) {
 		t.Helper()
 		st, err := p.Status(ctx)
 		want := " tracking=" + vmm.TrackDirtyLog
-		if pagemapScan(t) {
+		if testenv.KernelAtLeast(t, 6, 7) { // PAGEMAP_SCAN: vmm.mapRAM picks soft-dirty
 			want = " tracking=" + vmm.TrackSoftDirty
 		}
 		if os.Getenv("SANDFS_LAB") == "" && strings.Contains(st, " tracking="+vmm.TrackDirtyLog) {
@@ -139,19 +136,4 @@ func TestJailedSnapshotChain(t *testing.T) {
 	if err := m2.Err(); err != nil {
 		t.Errorf("the restored VMM ended with %v", err)
 	}
-}
-
-// pagemapScan reports whether the running kernel has PAGEMAP_SCAN (Linux
-// 6.7), where a VMM tracks dirty pages with soft-dirty (vmm.mapRAM).
-func pagemapScan(t testing.TB) bool {
-	t.Helper()
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	var major, minor int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
-		t.Fatal(err)
-	}
-	return major > 6 || major == 6 && minor >= 7
 }
