@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -134,17 +135,22 @@ func TestPlotSeries(t *testing.T) {
 func TestLabFault(t *testing.T) {
 	reset := errors.New(`new: after restore: agent hostname: wait: socket error: EOF (the vmm ended: guest shut down (reset))`)
 	stall := errors.New(`clone 20: new: after restore: agent not serving`)
+	svm := fmt.Errorf("%w (the lab's stall: a guest's vCPU at 0xffffffff815d159c __svm_vcpu_run)",
+		errors.New(`new c=10: new: after restore: agent ctl: no answer: read unix: i/o timeout`))
 	other := errors.New(`snapshot: no space left on device`)
+	timeout := errors.New(`new c=10: new: after restore: agent ctl: no answer: read unix: i/o timeout`)
 	t.Setenv("SANDFS_LAB", "")
 	if labFault(reset) {
 		t.Errorf("outside the lab, a reset is a failure like any other")
 	}
 	t.Setenv("SANDFS_LAB", "1")
-	if !labFault(reset) || !labFault(stall) {
-		t.Errorf("in the lab, a reset and a restored guest that never served are its faults")
+	if !labFault(reset) || !labFault(stall) || !labFault(svm) {
+		t.Errorf("in the lab, a reset, a restored guest that never served and one at the lab kernel's SVM code are its faults")
 	}
-	if labFault(other) {
-		t.Errorf("%v taken for a fault of the lab", other)
+	for _, err := range []error{other, timeout} {
+		if labFault(err) {
+			t.Errorf("%v taken for a fault of the lab", err)
+		}
 	}
 }
 

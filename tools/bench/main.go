@@ -211,9 +211,10 @@ func (r *run) all(ctx context.Context, mems, dirty, treeC []int, dirtyMem, conc 
 // labFaultText is what the daemon says of a guest that the lab's nested
 // emulation reset (tools/lab/faults.sh's labreset) or left without an
 // agent after a restore (its SVM stall, docs/lab.md "The dump of a
-// stall"): faults of the lab, not of sandfs, which end a run's tree part
-// now and then.
-var labFaultText = regexp.MustCompile(`triple fault, the guest resets|machine has ended \(reset\)|guest shut down \(reset\)|agent not serving`)
+// stall", which benchTree names from the daemon's log: labstall.go):
+// faults of the lab, not of sandfs, which end a run's tree part now and
+// then.
+var labFaultText = regexp.MustCompile(`triple fault, the guest resets|machine has ended \(reset\)|guest shut down \(reset\)|agent not serving|the lab's stall: `)
 
 // labFault reports whether err, in the lab, is one of its faults.
 func labFault(err error) bool {

@@ -132,6 +132,9 @@ func (r *run) benchTree(ctx context.Context, concs []int) (_ *treeResult, err er
 		if err != nil {
 			b, _ := os.ReadFile(d.log)
 			r.progress("  the daemon's log, its end:\n%s", tailN(b, 6000))
+			if at, ok := labStallIn(b, "/proc/kallsyms"); ok {
+				err = fmt.Errorf("%w (the lab's stall: a guest's vCPU at %s)", err, at)
+			}
 		}
 	}()
 	res := &treeResult{newC: map[int]time.Duration{}, concs: concs}
