@@ -113,9 +113,17 @@ type phases struct {
 
 func (p phases) total() time.Duration { return p.copy + p.running + p.agent }
 
+// agentWithin bounds the wait for a restored guest's agent: a restore in
+// the lab answers within a second, ten at once within five (a loaded
+// lab's slowest rows ran 5 to 10 times slower); a guest the lab's
+// emulation stalled never does (a run of 2026-12-05 sat 25 minutes with
+// its log ending at the ten restores of the pause rows); past this the
+// run fails with what it waited for.
+const agentWithin = 2 * time.Minute
+
 // restore creates a sandbox of mem bytes of RAM from snapshot snap, with a
 // copy of the disk layer in layerDir/work frozen with it, and waits for
-// its agent.
+// its agent (at most agentWithin).
 func (h *host) restore(ctx context.Context, layerDir string, mem uint64, snap string) (*sandbox, phases, error) {
 	var ph phases
 	dir, err := h.newDir("r")
@@ -137,9 +145,12 @@ func (h *host) restore(ctx context.Context, layerDir string, mem uint64, snap st
 	}
 	ph.running = since(start)
 	start = now()
-	if err := waitAgent(ctx, s.cfg.Vsock.UDS, 2*time.Millisecond); err != nil {
+	actx, cancel := context.WithTimeout(ctx, agentWithin)
+	err = waitAgent(actx, s.cfg.Vsock.UDS, 2*time.Millisecond)
+	cancel()
+	if err != nil {
 		s.close()
-		return nil, ph, err
+		return nil, ph, fmt.Errorf("restore of %s: %w", snap, err)
 	}
 	ph.agent = since(start)
 	return s, ph, nil
