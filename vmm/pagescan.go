@@ -3,6 +3,7 @@ package vmm
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"syscall"
 	"unsafe"
@@ -87,15 +88,8 @@ func (r *guestRAM) findScan() int {
 	if r.pagemap == nil {
 		return scanRead // scanHeld's ioctl answers ENOTTY
 	}
-	var one [1]pageRegion
 	base := uint64(uintptrOf(r.mem))
-	arg := pmScanArg{
-		size: uint64(unsafe.Sizeof(pmScanArg{})), start: base, end: base + pageSize,
-		vec: uint64(uintptr(unsafe.Pointer(&one[0]))), vecLen: 1,
-		categoryAnyofMask: pageIsPresent | pageIsSwapped, returnMask: pageIsPresent,
-	}
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, r.pagemap.Fd(), PagemapScanIoctl, uintptr(unsafe.Pointer(&arg)))
-	runtime.KeepAlive(&one)
+	_, _, e := pagemapScan(r.pagemap, base, base+pageSize, make([]pageRegion, 1))
 	switch e {
 	case 0:
 		r.scan = scanIoctl
@@ -103,6 +97,21 @@ func (r *guestRAM) findScan() int {
 		r.scan = scanRead
 	}
 	return r.scan
+}
+
+// pagemapScan asks PAGEMAP_SCAN for the runs of held pages (present or
+// swapped, with their soft-dirty bit) in [start, end), at most len(vec)
+// of them: how many it wrote to vec, where its walk ended, and its errno.
+func pagemapScan(pagemap *os.File, start, end uint64, vec []pageRegion) (n int, walkEnd uint64, e syscall.Errno) {
+	arg := pmScanArg{
+		size: uint64(unsafe.Sizeof(pmScanArg{})), start: start, end: end,
+		vec: uint64(uintptr(unsafe.Pointer(&vec[0]))), vecLen: uint64(len(vec)),
+		categoryAnyofMask: pageIsPresent | pageIsSwapped,
+		returnMask:        pageIsPresent | pageIsSwapped | pageIsSoftDirty,
+	}
+	r, _, e := unix.Syscall(unix.SYS_IOCTL, pagemap.Fd(), PagemapScanIoctl, uintptr(unsafe.Pointer(&arg)))
+	runtime.KeepAlive(vec)
+	return int(r), arg.walkEnd, e
 }
 
 // scanByIoctl is scanHeld by PAGEMAP_SCAN. A kernel without it answers
@@ -118,16 +127,9 @@ func (r *guestRAM) scanByIoctl(f func(first, n uint64, softDirty bool)) error {
 	base := uint64(uintptrOf(r.mem))
 	end := base + uint64(len(r.mem))
 	for start := base; start < end; {
-		arg := pmScanArg{
-			size: uint64(unsafe.Sizeof(pmScanArg{})), start: start, end: end,
-			vec: uint64(uintptr(unsafe.Pointer(&r.regionBuf[0]))), vecLen: uint64(len(r.regionBuf)),
-			categoryAnyofMask: pageIsPresent | pageIsSwapped,
-			returnMask:        pageIsPresent | pageIsSwapped | pageIsSoftDirty,
-		}
-		n, _, e := unix.Syscall(unix.SYS_IOCTL, r.pagemap.Fd(), PagemapScanIoctl, uintptr(unsafe.Pointer(&arg)))
-		runtime.KeepAlive(r.regionBuf)
+		n, walkEnd, e := pagemapScan(r.pagemap, start, end, r.regionBuf)
 		if e != 0 {
-			return fmt.Errorf("PAGEMAP_SCAN: %w", syscall.Errno(e))
+			return fmt.Errorf("PAGEMAP_SCAN: %w", e)
 		}
 		for _, g := range r.regionBuf[:n] {
 			if g.start < base || g.end > end || g.end <= g.start {
@@ -135,10 +137,10 @@ func (r *guestRAM) scanByIoctl(f func(first, n uint64, softDirty bool)) error {
 			}
 			f((g.start-base)/pageSize, (g.end-g.start)/pageSize, g.categories&pageIsSoftDirty != 0)
 		}
-		if arg.walkEnd <= start || arg.walkEnd > end {
-			return fmt.Errorf("PAGEMAP_SCAN: the walk ended at %#x, from %#x to %#x", arg.walkEnd, start, end)
+		if walkEnd <= start || walkEnd > end {
+			return fmt.Errorf("PAGEMAP_SCAN: the walk ended at %#x, from %#x to %#x", walkEnd, start, end)
 		}
-		start = arg.walkEnd
+		start = walkEnd
 	}
 	return nil
 }
