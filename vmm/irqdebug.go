@@ -125,6 +125,18 @@ func (c *vcpu) debugState() string {
 	mp, _ := c.k.GetMPState()
 	fmt.Fprintf(&b, "  vcpu %d: rip=%#x rflags=%#x if=%d mp_state=%d exits=%d\n",
 		c.id, r.RIP, r.RFLAGS, r.RFLAGS>>9&1, mp.State, c.exits.Load())
+	fmt.Fprintf(&b, "    regs: rax=%#x rbx=%#x rcx=%#x rdx=%#x rsi=%#x rdi=%#x rbp=%#x rsp=%#x r8=%#x r9=%#x r10=%#x r11=%#x r12=%#x r13=%#x r14=%#x r15=%#x\n",
+		r.RAX, r.RBX, r.RCX, r.RDX, r.RSI, r.RDI, r.RBP, r.RSP, r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15)
+	if s, err := c.k.GetSregs(); err != nil {
+		fmt.Fprintf(&b, "    gs: %v\n", err)
+	} else {
+		kgs := []kvm.MSR{{Index: kvm.MSRKernelGSBase}}
+		if n, err := c.k.GetMSRs(kgs); err != nil || n != 1 {
+			fmt.Fprintf(&b, "    gs: MSR_KERNEL_GS_BASE: %v\n", err)
+		} else {
+			b.WriteString(describeGS(&s, kgs[0].Data, c.percpu.Load()))
+		}
+	}
 	if l, err := c.k.GetLAPIC(); err != nil {
 		fmt.Fprintf(&b, "    lapic: %v\n", err)
 	} else {

@@ -19,7 +19,7 @@ func TestInterruptState(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		s := m.StallReport()
-		for _, want := range []string{"ioapic: irr=", "pic master: ", "vcpu 0: rip=", "vcpu 1: rip=", "lapic: tpr=", "events: ", "msrs: tsc=0x"} {
+		for _, want := range []string{"ioapic: irr=", "pic master: ", "vcpu 0: rip=", "vcpu 1: rip=", "lapic: tpr=", "events: ", "msrs: tsc=0x", "regs: rax=", "gs: cpl="} {
 			if !strings.Contains(s, want) {
 				t.Errorf("%s: interrupt state lacks %q:\n%s", when, want, s)
 			}

@@ -120,12 +120,14 @@ func (c *vcpu) save() (*VCPUState, error) {
 		return nil, err
 	}
 	st.Events = rawOf(&ev)
+	c.learnPerCPU(st)
 	return st, nil
 }
 
 func (c *vcpu) restore(st *VCPUState) error {
 	k := c.k
 	c.cpuid = st.CPUID
+	c.learnPerCPU(st)
 	if err := k.SetCPUID2(st.CPUID); err != nil {
 		return err
 	}

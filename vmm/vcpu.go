@@ -59,6 +59,7 @@ type vcpu struct {
 	exited chan struct{} // closed when the goroutine has returned
 	cpuid  []kvm.CPUIDEntry
 	exits  atomic.Uint64 // KVM_RUN returns with an exit to handle (logged at pause)
+	percpu atomic.Uint64 // the guest kernel's per-CPU base, once known (percpu.go)
 }
 
 // setup gives a fresh vCPU its CPUID, MSRs, FPU and LAPIC; the boot CPU

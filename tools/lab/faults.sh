@@ -25,6 +25,13 @@ labreset='triple fault, the guest resets|machine has ended \(reset\)|guest shut 
 # guest runs the lab's kernel image, so the address is that kernel's.
 labslip='BUG: kernel NULL pointer dereference, address: 0000000000000398'
 
+# labpercpu: what a VMM's dump (vmm/percpu.go) says of a vCPU whose
+# guest kernel runs on another per-CPU base than the one it was restored
+# from or saved with: labslip's wrong GS base, caught by the dump where
+# the guest stalls before its console says anything (a kernel that
+# spins on a per-CPU lock read at the wrong address, interrupts off).
+labpercpu='gs: cpl=.* per-CPU base slipped'
+
 # labsvmrips: reads VMM dumps (vmm/irqdebug.go, "vcpu N: rip=0x...") and
 # the VMM's log lines of a pause (vmm/vcpu.go, "vcpu=N rip=0x...", which
 # vmmproc's lab tests print when a console wait gives up) on stdin and

@@ -62,3 +62,30 @@ func TestLabSVMRips(t *testing.T) {
 		}
 	}
 }
+
+// TestLabPerCPU: faults.sh's labpercpu matches the dump's line of a vCPU
+// whose kernel runs on a wrong per-CPU base (vmm/percpu.go's
+// describeGS), in a test's output and quoted in a daemon's log line,
+// and not the lines of a vCPU on its own base or one not known.
+func TestLabPerCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		want       bool
+	}{
+		{"slipped", "    gs: cpl=0 base=0x0 kernel_gs_base=0xffff88800fa00000 cr2=0x0 cr3=0x2a0c000 per-CPU base slipped: the kernel's base 0x0, its per-CPU area 0xffff88800fa00000", true},
+		{"in a daemon's log", `level=WARN msg="sandbox's guest stopped answering" dump="vcpu 0: rip=0xffffffff815dab53\n    gs: cpl=0 base=0x7f00 kernel_gs_base=0x0 cr2=0x0 cr3=0x1 per-CPU base slipped: the kernel's base 0x7f00, its per-CPU area 0xffff88800fa00000\n"`, true},
+		{"its own base", "    gs: cpl=0 base=0xffff88800fa00000 kernel_gs_base=0x0 cr2=0x0 cr3=0x1 per-cpu=0xffff88800fa00000 ok", false},
+		{"not known", "    gs: cpl=0 base=0xffff88800fa00000 kernel_gs_base=0x0 cr2=0x0 cr3=0x1 per-cpu=unknown", false},
+		{"another line", "per-CPU base slipped, said elsewhere", false},
+	} {
+		cmd := exec.Command("bash", "-c", `. ./faults.sh; grep -q -E "$labpercpu"`)
+		cmd.Stdin = strings.NewReader(tc.line + "\n")
+		err := cmd.Run()
+		if _, exit := err.(*exec.ExitError); err != nil && !exit {
+			t.Fatal(err)
+		}
+		if got := err == nil; got != tc.want {
+			t.Errorf("%s: labpercpu matches %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

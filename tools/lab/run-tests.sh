@@ -118,8 +118,8 @@ note() {
 		# From the VMMs' SIGUSR1 dumps: devices with an unacknowledged
 		# interrupt and where interrupts stand (a guest that stopped
 		# taking them; vmm/irqdebug.go).
-		section "$log" "$t" | grep -E 'virtio id=[0-9]+ .* intStatus=0x[1-3] |^ +vcpu [0-9]+: rip=|^ +lapic: tpr=|^ +ioapic: irr=|^ +pin [0-9]+: vector=' |
-			head -n 24 | sed 's/^ */	dump: /' | cut -c1-300 >> "$digest"
+		section "$log" "$t" | grep -E 'virtio id=[0-9]+ .* intStatus=0x[1-3] |^ +vcpu [0-9]+: rip=|^ +gs: cpl=|^ +lapic: tpr=|^ +ioapic: irr=|^ +pin [0-9]+: vector=' |
+			head -n 28 | sed 's/^ */	dump: /' | cut -c1-300 >> "$digest"
 	done
 }
 
@@ -151,6 +151,8 @@ while read -r name dir only; do
 				why="$why$t: a vCPU in the lab kernel's SVM code or a guest kernel's oops: $(echo $rips)"$'\n'
 			elif slip=$(grep -m 1 -F "$labslip" <<< "$sec"); then
 				why="$why$t: a nested guest's kernel ran on a wrong per-CPU base: $(echo $slip | cut -c1-200)"$'\n'
+			elif slip=$(grep -m 1 -E "$labpercpu" <<< "$sec"); then
+				why="$why$t: a VMM's dump shows its guest's kernel on a wrong per-CPU base: $(echo $slip | cut -c1-240)"$'\n'
 			elif [ "$stage" = host ] && crash=$(grep -m 2 -E "$labcrash" <<< "$sec"); then
 				# On the host, a test's output holds the console of the
 				# lab it started (test/makerun): that lab's kernel died.
