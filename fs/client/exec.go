@@ -84,12 +84,18 @@ func (e *StartError) Unwrap() error { return e.Err }
 // stdin (and closed at EOF), and Exec returns the status from
 // procs/<n>/wait once the process has ended and its output is read.
 // A command that cannot start is a *StartError with the agent's text.
+// When ctx ends first, the process is sent SIGKILL and Exec returns
+// ctx's error at once; the slot's files are released in the background
+// once the process's output and status have been read (a guest that
+// answers nothing more keeps them until the daemon gives up on it).
 func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, error) {
+	if err := ctx.Err(); err != nil {
+		return Status{}, err
+	}
 	p, err := c.startProc(id, o)
 	if err != nil {
 		return Status{}, err
 	}
-	defer p.close()
 	// The wait file is opened and read beside the output, so that its
 	// round trips overlap the output's and the status is there when the
 	// output ends.
@@ -107,15 +113,31 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (Status, er
 		go p.feedStdin(o.Stdin)
 	}
 	stop := make(chan struct{})
-	defer close(stop)
 	if o.Signals != nil {
 		go p.forwardSignals(o.Signals, stop)
 	}
-	if err := outputDone(); err != nil {
-		return Status{}, err
+	ended := make(chan result, 1)
+	go func() {
+		if err := outputDone(); err != nil {
+			ended <- result{err: err}
+			return
+		}
+		ended <- <-waited
+	}()
+	select {
+	case r := <-ended:
+		close(stop)
+		p.close()
+		return r.st, r.err
+	case <-ctx.Done():
+		go func() {
+			p.clone.Msg("signal 9", "")
+			<-ended
+			close(stop)
+			p.close()
+		}()
+		return Status{}, fmt.Errorf("exec in %s: %w", id, ctx.Err())
 	}
-	r := <-waited
-	return r.st, r.err
 }
 
 // execProc is the process slot Exec drives: its clone handle, which is

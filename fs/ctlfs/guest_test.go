@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -477,6 +478,30 @@ func TestClientExec(t *testing.T) {
 	b, _ := c.ReadFile("sandboxes/t/err")
 	if !strings.Contains(string(b), "procs/") || !strings.Contains(string(b), "cwd") {
 		t.Errorf("sandboxes/t/err = %q; want the agent's text", b)
+	}
+	// A context that ends first: Exec returns its error at once and the
+	// process is killed.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	start := time.Now()
+	_, err = c.Exec(ctx, "t", client.ExecOptions{Argv: []string{"sh", "-c", "echo $$ > " + pidFile + "; exec sleep 60"}})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("exec past its context's deadline: %v after %v; want DeadlineExceeded at once", err, time.Since(start))
+	}
+	pb, _ := os.ReadFile(pidFile)
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(pb)))
+	if perr != nil {
+		t.Fatalf("the command's pid file: %q", pb)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the command (pid %d) still runs 10s after its exec's context ended", pid)
+		}
+	}
+	if _, err := c.Exec(ctx, "t", client.ExecOptions{Argv: []string{"true"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("exec with an ended context: %v; want its error before anything starts", err)
 	}
 	// ls, kill through the same client.
 	lines, err := c.List()
