@@ -164,6 +164,9 @@ func (c *vcpu) debugState() string {
 		} else {
 			b.WriteString(describeGS(&s, kgs[0].Data, c.percpu.Load()))
 		}
+		if c.m.ram != nil {
+			b.WriteString(describeRoot(&s, c.m.ram.regions))
+		}
 	}
 	if l, err := c.k.GetLAPIC(); err != nil {
 		fmt.Fprintf(&b, "    lapic: %v\n", err)

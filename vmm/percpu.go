@@ -3,6 +3,7 @@ package vmm
 import (
 	"fmt"
 
+	"sandfs/vmm/boot"
 	"sandfs/vmm/kvm"
 )
 
@@ -78,4 +79,27 @@ func describeGS(s *kvm.Sregs, kernelGS, percpu uint64) string {
 	default:
 		return fmt.Sprintf("%s %s: the kernel's base %#x, its per-CPU area %#x\n", line, slippedPerCPU, running, percpu)
 	}
+}
+
+// foreignState is what the dump says of a vCPU whose paging root lies
+// outside its guest's RAM (tools/lab/faults.sh's labpercpu matches it).
+// A guest kernel cannot run on such a root: every fetch would miss
+// memory. Seen in the lab's SVM stall, whose vCPU holds the lab kernel's
+// RIP, RSP and CR3 (docs/lab.md, "The dump of a stall").
+const foreignState = "CR3 outside guest RAM: not the guest state"
+
+// describeRoot is the dump's line on a vCPU whose paging is on and
+// whose CR3 is not within one of regions; "" otherwise.
+func describeRoot(s *kvm.Sregs, regions []boot.RAMRegion) string {
+	const pg = 1 << 31 // CR0.PG
+	if s.CR0&pg == 0 {
+		return ""
+	}
+	root := s.CR3 &^ 0xfff // the low bits: PCID or PWT/PCD
+	for _, r := range regions {
+		if root >= r.GPA && root-r.GPA < r.Size {
+			return ""
+		}
+	}
+	return fmt.Sprintf("    gs: cpl=%d cr3=%#x %s\n", s.CS.Selector&3, s.CR3, foreignState)
 }

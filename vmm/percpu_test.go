@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"sandfs/vmm/boot"
 	"sandfs/vmm/kvm"
 )
 
@@ -55,6 +56,36 @@ func TestPerCPUBase(t *testing.T) {
 		got := describeGS(&c.s, c.kernelGS, c.percpu)
 		if !strings.Contains(got, c.want) || strings.Contains(got, slippedPerCPU) != c.slipped || !strings.HasPrefix(got, "    gs: cpl=") {
 			t.Errorf("%s: describeGS = %q; want %q in it, slipped %v", c.name, got, c.want, c.slipped)
+		}
+	}
+}
+
+// TestPagingRoot: the dump calls a vCPU's state foreign when paging is on
+// and CR3 (its low bits aside) lies in no RAM region, below or above the
+// MMIO hole; with paging off CR3 means nothing.
+func TestPagingRoot(t *testing.T) {
+	const pg = 1 << 31
+	small := boot.RAMLayout(256 << 20)
+	large := boot.RAMLayout(6 << 30)
+	for _, c := range []struct {
+		name    string
+		cr0     uint64
+		cr3     uint64
+		regions []boot.RAMRegion
+		foreign bool
+	}{
+		{"in RAM", pg, 0x2053000, small, false},
+		{"in RAM with a PCID", pg, 0x2053000 | 0x801, small, false},
+		{"the last page", pg, 256<<20 - 4096, small, false},
+		{"just past RAM", pg, 256 << 20, small, true},
+		{"the lab kernel's (seen in a stall)", pg, 0x18841b000, small, true},
+		{"above the hole", pg, boot.HighRAMStart + 0x1000, large, false},
+		{"in the hole", pg, boot.MMIOHoleStart + 0x1000, large, true},
+		{"paging off", 0, 0x18841b000, small, false},
+	} {
+		got := describeRoot(&kvm.Sregs{CR0: c.cr0, CR3: c.cr3}, c.regions)
+		if (got != "") != c.foreign || c.foreign && (!strings.Contains(got, foreignState) || !strings.HasPrefix(got, "    gs: cpl=")) {
+			t.Errorf("%s: describeRoot = %q; want foreign %v", c.name, got, c.foreign)
 		}
 	}
 }

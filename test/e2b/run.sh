@@ -101,8 +101,8 @@ labreset() {
 # daemon logs a given-up machine's last words; its VMMs dump on SIGUSR1:
 # SANDFS_VIRTIO_DEBUG above) shows a vCPU in the lab kernel's SVM code:
 # the lab's nested emulation, as lab tests meet it (docs/lab.md "The
-# dump of a stall"), or its guest's kernel on a wrong per-CPU base
-# (labpercpu). The RIPs are resolved with the lab kernel's System.map
+# dump of a stall"), or its vCPU off its guest's own state: a wrong
+# per-CPU base or paging root (labpercpu). The RIPs are resolved with the lab kernel's System.map
 # (tools/kernel/build.sh puts it beside build/vmlinuz).
 labstalled() {
 	[ $native = 0 ] && { grep -a -q -E "$labpercpu" "$tmp/serve.log" || { [ -r build/System.map ] &&
@@ -139,7 +139,7 @@ for rerun in 1 2; do
 		echo "test/e2b: THE LAB'S OWN KERNEL CRASHED during the suite; it runs again in a new lab boot (rerun $rerun of at most 2):"
 		grep -a -m 6 -E 'BUG: |Oops:|RIP: |double fault' "$tmp/serve.log" || true
 	elif labstalled; then
-		echo "test/e2b: a restored guest stalled with a vCPU in the lab kernel's SVM code or on a wrong per-CPU base during the suite; it runs again in a new lab boot (rerun $rerun of at most 2):"
+		echo "test/e2b: a restored guest stalled with a vCPU in the lab kernel's SVM code or off its own state during the suite; it runs again in a new lab boot (rerun $rerun of at most 2):"
 		LAB_KALLSYMS=build/System.map labsvmrips <"$tmp/serve.log" || true
 		grep -a -m 3 -E "$labpercpu" "$tmp/serve.log" | cut -c1-300 || true
 	else

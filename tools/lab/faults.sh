@@ -27,10 +27,12 @@ labslip='BUG: kernel NULL pointer dereference, address: 0000000000000398'
 
 # labpercpu: what a VMM's dump (vmm/percpu.go) says of a vCPU whose
 # guest kernel runs on another per-CPU base than the one it was restored
-# from or saved with: labslip's wrong GS base, caught by the dump where
-# the guest stalls before its console says anything (a kernel that
-# spins on a per-CPU lock read at the wrong address, interrupts off).
-labpercpu='gs: cpl=.* per-CPU base slipped'
+# from or saved with (labslip's wrong GS base, caught by the dump where
+# the guest stalls before its console says anything), or whose paging
+# root lies outside its guest's RAM (the lab kernel's own CR3, with its
+# RIP and RSP, left in the guest by the emulation: the SVM stall's
+# state, whatever RIP it shows).
+labpercpu='gs: cpl=.* (per-CPU base slipped|not the guest state)'
 
 # labsvmrips: reads VMM dumps (vmm/irqdebug.go, "vcpu N: rip=0x...") and
 # the VMM's log lines of a pause (vmm/vcpu.go, "vcpu=N rip=0x...", which

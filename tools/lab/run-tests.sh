@@ -152,7 +152,7 @@ while read -r name dir only; do
 			elif slip=$(grep -m 1 -F "$labslip" <<< "$sec"); then
 				why="$why$t: a nested guest's kernel ran on a wrong per-CPU base: $(echo $slip | cut -c1-200)"$'\n'
 			elif slip=$(grep -m 1 -E "$labpercpu" <<< "$sec"); then
-				why="$why$t: a VMM's dump shows its guest's kernel on a wrong per-CPU base: $(echo $slip | cut -c1-240)"$'\n'
+				why="$why$t: a VMM's dump shows a vCPU off its guest's own state (a wrong per-CPU base or paging root): $(echo $slip | cut -c1-240)"$'\n'
 			elif [ "$stage" = host ] && crash=$(grep -m 2 -E "$labcrash" <<< "$sec"); then
 				# On the host, a test's output holds the console of the
 				# lab it started (test/makerun): that lab's kernel died.
