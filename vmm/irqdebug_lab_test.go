@@ -24,7 +24,7 @@ func TestInterruptState(t *testing.T) {
 				t.Errorf("%s: interrupt state lacks %q:\n%s", when, want, s)
 			}
 		}
-		if strings.Contains(s, "no answer") || strings.Contains(s, "=?") {
+		if strings.Contains(s, "no answer") || strings.Contains(s, "=?") || strings.Contains(s, foreignState) {
 			t.Errorf("%s: interrupt state incomplete:\n%s", when, s)
 		}
 		t.Logf("%s:\n%s", when, s)
