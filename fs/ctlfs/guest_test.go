@@ -68,13 +68,41 @@ func newTestAgent(t testing.TB, dir string) *testAgent {
 // kill kills the agent: its connections end, new ones are refused.
 func (a *testAgent) kill() { a.cmd.Process.Kill() }
 
-// setHung stops or continues the agent process.
-func (a *testAgent) setHung(h bool) {
-	if h {
-		a.cmd.Process.Signal(syscall.SIGSTOP)
-	} else {
+// setHung stops the agent's process (SIGSTOP) or lets it go on. A stop
+// is waited for: kill(2) returns before the process has taken the
+// signal, and an agent still running for a moment on a loaded host
+// answered the request meant to find it hung (a CI run of 2026-12-06).
+func (a *testAgent) setHung(t testing.TB, h bool) {
+	if !h {
 		a.cmd.Process.Signal(syscall.SIGCONT)
+		return
 	}
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if a.stopped(t) {
+			return
+		}
+	}
+	t.Fatalf("agent (pid %d) not stopped 10s after SIGSTOP", a.cmd.Process.Pid)
+}
+
+// stopped reports whether every thread of the agent's process is
+// stopped ("pid (comm) T ..." in its stat: the state follows the last ')').
+func (a *testAgent) stopped(t testing.TB) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", a.cmd.Process.Pid))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("agent's threads: %v (%d)", err, len(tasks))
+	}
+	for _, stat := range tasks {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return false // a thread that has just ended
+		}
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // TestHelperAgent is the agent process of testAgent; it does nothing in
@@ -558,7 +586,7 @@ func TestAgentFailures(t *testing.T) {
 		}
 	})
 	t.Run("hung agent", func(t *testing.T) {
-		h.setHung(true)
+		h.setHung(t, true)
 		start := time.Now()
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -582,19 +610,19 @@ func TestAgentFailures(t *testing.T) {
 		if !strings.Contains(string(b), `guest: dial "h"`) {
 			t.Errorf("sandboxes/h/err = %q", b)
 		}
-		h.setHung(false)
+		h.setHung(t, false)
 		if got := mustSh(t, e.mnt, "ls sandboxes/h/procs"); !strings.Contains(got, "clone") {
 			t.Errorf("after the agent recovers: %q", got)
 		}
 		// Now with a session open: requests on it time out and close it.
-		h.setHung(true)
+		h.setHung(t, true)
 		if _, err := os.ReadDir(filepath.Join(e.mnt, "sandboxes/h/procs")); !errors.Is(err, syscall.ETIMEDOUT) {
 			t.Errorf("ls procs on an open session to a hung agent = %v; want ETIMEDOUT", err)
 		}
 		if b, _ := c.ReadFile("sandboxes/h/err"); !strings.Contains(string(b), "no answer to") {
 			t.Errorf("sandboxes/h/err = %q; want the request that timed out", b)
 		}
-		h.setHung(false)
+		h.setHung(t, false)
 		if got := mustSh(t, e.mnt, "echo 'echo again' > sandboxes/h/exec; cat sandboxes/h/exec"); got != "again\n" {
 			t.Errorf("exec after the agent recovers = %q", got)
 		}
