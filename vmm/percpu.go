@@ -32,14 +32,21 @@ const kernelHalf = 0xffff800000000000
 // MSR_KERNEL_GS_BASE. Zero when that is no kernel address (a kernel
 // that has not set it up yet, or a state this does not describe).
 func kernelGSBase(s *kvm.Sregs, kernelGS uint64) uint64 {
-	b := kernelGS
-	if s.CS.Selector&3 == 0 {
-		b = s.GS.Base
-	}
+	b := runningBase(s, kernelGS)
 	if b < kernelHalf {
 		return 0
 	}
 	return b
+}
+
+// runningBase is the per-CPU base the kernel in state s runs on: GS's
+// base at CPL 0, else kernelGS (MSR_KERNEL_GS_BASE, where SWAPGS keeps
+// it while user code runs).
+func runningBase(s *kvm.Sregs, kernelGS uint64) uint64 {
+	if s.CS.Selector&3 == 0 {
+		return s.GS.Base
+	}
+	return kernelGS
 }
 
 // msrValue is the value of MSR index in ms, or 0.
@@ -63,14 +70,10 @@ func (c *vcpu) learnPerCPU(st *VCPUState) {
 // whose MSR_KERNEL_GS_BASE is kernelGS and whose kernel's per-CPU base
 // is percpu (0: not known, a machine neither restored nor saved). A
 // vCPU caught in the few instructions of a kernel entry before its
-// SWAPGS would read as slipped; a stalled one is not there.
+// SWAPGS reads as slipped: interruptState reads such a one again.
 func describeGS(s *kvm.Sregs, kernelGS, percpu uint64) string {
-	cpl := s.CS.Selector & 3
-	line := fmt.Sprintf("    gs: cpl=%d base=%#x kernel_gs_base=%#x cr2=%#x cr3=%#x", cpl, s.GS.Base, kernelGS, s.CR2, s.CR3)
-	running := kernelGS
-	if cpl == 0 {
-		running = s.GS.Base
-	}
+	line := fmt.Sprintf("    gs: cpl=%d base=%#x kernel_gs_base=%#x cr2=%#x cr3=%#x", s.CS.Selector&3, s.GS.Base, kernelGS, s.CR2, s.CR3)
+	running := runningBase(s, kernelGS)
 	switch {
 	case percpu == 0:
 		return line + " per-cpu=unknown\n"
@@ -101,5 +104,5 @@ func describeRoot(s *kvm.Sregs, regions []boot.RAMRegion) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf("    gs: cpl=%d cr3=%#x %s\n", s.CS.Selector&3, s.CR3, foreignState)
+	return fmt.Sprintf("    root: cpl=%d cr3=%#x %s\n", s.CS.Selector&3, s.CR3, foreignState)
 }

@@ -84,7 +84,7 @@ func TestPagingRoot(t *testing.T) {
 		{"paging off", 0, 0x18841b000, small, false},
 	} {
 		got := describeRoot(&kvm.Sregs{CR0: c.cr0, CR3: c.cr3}, c.regions)
-		if (got != "") != c.foreign || c.foreign && (!strings.Contains(got, foreignState) || !strings.HasPrefix(got, "    gs: cpl=")) {
+		if (got != "") != c.foreign || c.foreign && (!strings.Contains(got, foreignState) || !strings.HasPrefix(got, "    root: cpl=")) {
 			t.Errorf("%s: describeRoot = %q; want foreign %v", c.name, got, c.foreign)
 		}
 	}

@@ -32,7 +32,7 @@ labslip='BUG: kernel NULL pointer dereference, address: 0000000000000398'
 # root lies outside its guest's RAM (the lab kernel's own CR3, with its
 # RIP and RSP, left in the guest by the emulation: the SVM stall's
 # state, whatever RIP it shows).
-labpercpu='gs: cpl=.* (per-CPU base slipped|not the guest state)'
+labpercpu='(gs|root): cpl=.* (per-CPU base slipped|not the guest state)'
 
 # labsvmrips: reads VMM dumps (vmm/irqdebug.go, "vcpu N: rip=0x...") and
 # the VMM's log lines of a pause (vmm/vcpu.go, "vcpu=N rip=0x...", which

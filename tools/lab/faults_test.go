@@ -74,7 +74,7 @@ func TestLabPerCPU(t *testing.T) {
 	}{
 		{"slipped", "    gs: cpl=0 base=0x0 kernel_gs_base=0xffff88800fa00000 cr2=0x0 cr3=0x2a0c000 per-CPU base slipped: the kernel's base 0x0, its per-CPU area 0xffff88800fa00000", true},
 		{"in a daemon's log", `level=WARN msg="sandbox's guest stopped answering" dump="vcpu 0: rip=0xffffffff815dab53\n    gs: cpl=0 base=0x7f00 kernel_gs_base=0x0 cr2=0x0 cr3=0x1 per-CPU base slipped: the kernel's base 0x7f00, its per-CPU area 0xffff88800fa00000\n"`, true},
-		{"a foreign CR3", "    gs: cpl=0 cr3=0x18841b000 CR3 outside guest RAM: not the guest state", true},
+		{"a foreign CR3", "    root: cpl=0 cr3=0x18841b000 CR3 outside guest RAM: not the guest state", true},
 		{"its own base", "    gs: cpl=0 base=0xffff88800fa00000 kernel_gs_base=0x0 cr2=0x0 cr3=0x1 per-cpu=0xffff88800fa00000 ok", false},
 		{"not known", "    gs: cpl=0 base=0xffff88800fa00000 kernel_gs_base=0x0 cr2=0x0 cr3=0x1 per-cpu=unknown", false},
 		{"another line", "per-CPU base slipped, said elsewhere", false},

@@ -118,7 +118,7 @@ note() {
 		# From the VMMs' SIGUSR1 dumps: devices with an unacknowledged
 		# interrupt and where interrupts stand (a guest that stopped
 		# taking them; vmm/irqdebug.go).
-		section "$log" "$t" | grep -E 'virtio id=[0-9]+ .* intStatus=0x[1-3] |^ +vcpu [0-9]+: rip=|^ +gs: cpl=|^ +lapic: tpr=|^ +ioapic: irr=|^ +pin [0-9]+: vector=' |
+		section "$log" "$t" | grep -E 'virtio id=[0-9]+ .* intStatus=0x[1-3] |^ +vcpu [0-9]+: rip=|^ +(gs|root): cpl=|^ +lapic: tpr=|^ +ioapic: irr=|^ +pin [0-9]+: vector=' |
 			head -n 28 | sed 's/^ */	dump: /' | cut -c1-300 >> "$digest"
 	done
 }

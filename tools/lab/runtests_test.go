@@ -61,7 +61,7 @@ func TestRunTestsRerun(t *testing.T) {
 		{"two resets", `why="guest shut down (reset)"`, 2, 3, 0, "passed on rerun 2"},
 		{"nested guest's per-CPU slip", `        [    0.768204] BUG: kernel NULL pointer dereference, address: 0000000000000398`, 1, 2, 0, "wrong per-CPU base"},
 		{"a dump off the per-CPU base", `            gs: cpl=0 base=0x0 kernel_gs_base=0xffff88800f800000 cr2=0x0 cr3=0x1 per-CPU base slipped: the kernel's base 0x0, its per-CPU area 0xffff88800f800000`, 1, 2, 0, "off its guest's own state"},
-		{"a dump with a foreign CR3", `            gs: cpl=0 cr3=0x18841b000 CR3 outside guest RAM: not the guest state`, 1, 2, 0, "a wrong per-CPU base or paging root"},
+		{"a dump with a foreign CR3", `            root: cpl=0 cr3=0x18841b000 CR3 outside guest RAM: not the guest state`, 1, 2, 0, "a wrong per-CPU base or paging root"},
 		{"a dump on the per-CPU base", `            gs: cpl=0 base=0xffff88800f800000 kernel_gs_base=0x0 cr2=0x0 cr3=0x1 per-cpu=0xffff88800f800000 ok`, 1, 1, 1, "FAIL\tsandfs/pkg\t"},
 		{"its lab crashed", `[  107.533745] traps: PANIC: double fault, error_code: 0x0`, 1, 2, 0, "its lab's kernel crashed"},
 		{"its lab reset", `        sandfs lab: guest exited without reporting a status: qemu exited; last console output:`, 1, 2, 0, "its lab's QEMU exited"},
